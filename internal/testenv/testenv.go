@@ -1,0 +1,210 @@
+// Package testenv gives integration tests the real services that
+// scripts/services.sh starts: a Kafka broker and a Redis server on loopback.
+//
+// A test that needs a service it cannot reach fails (never skips) with a
+// message naming the script that starts it: a green run must mean the
+// guarantees were checked against the real thing.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+)
+
+const startHint = "start the services with `bash scripts/services.sh start` (or run the README's test command, which does)"
+
+// KafkaBrokers returns the brokers named by NOFLY_KAFKA_BROKERS (comma
+// separated), or the default single node of scripts/kafka.sh.
+func KafkaBrokers() []string {
+	if v := os.Getenv("NOFLY_KAFKA_BROKERS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"127.0.0.1:9092"}
+}
+
+// RedisAddr returns NOFLY_REDIS_ADDR or the default of scripts/redis.sh.
+func RedisAddr() string {
+	if v := os.Getenv("NOFLY_REDIS_ADDR"); v != "" {
+		return v
+	}
+	return "127.0.0.1:6379"
+}
+
+// Kafka returns the shared broker's addresses after checking that it answers a
+// metadata request; the test fails otherwise.
+func Kafka(t testing.TB) []string {
+	t.Helper()
+	brokers := KafkaBrokers()
+	if err := PingKafka(context.Background(), brokers); err != nil {
+		t.Fatalf("kafka at %v is not reachable: %v; %s", brokers, err, startHint)
+	}
+	return brokers
+}
+
+// PingKafka asks the brokers for metadata.
+func PingKafka(ctx context.Context, brokers []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: tr}
+	_, err := c.Metadata(ctx, &kafka.MetadataRequest{})
+	return err
+}
+
+// Redis returns the shared Redis server's address after a PING; the test
+// fails otherwise.
+func Redis(t testing.TB) string {
+	t.Helper()
+	addr := RedisAddr()
+	if err := PingRedis(context.Background(), addr); err != nil {
+		t.Fatalf("redis at %s is not reachable: %v; %s", addr, err, startHint)
+	}
+	return addr
+}
+
+// RedisClient returns a client of the shared server, closed with the test.
+// Tests share the server: keep keys under a prefix from UniqueName.
+func RedisClient(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: Redis(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// PingRedis sends PING.
+func PingRedis(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}
+
+// UniqueName returns prefix plus a random suffix: topics, groups and Redis
+// key prefixes of concurrent tests never collide.
+func UniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// CreateTopic creates a uniquely named topic with the given partition count
+// (auto-creation is off on our broker) and waits until every partition has a
+// leader. The topic is deleted when the test ends.
+func CreateTopic(t testing.TB, brokers []string, partitions int) string {
+	t.Helper()
+	topic := UniqueName(strings.ReplaceAll(t.Name(), "/", "."))
+	if len(topic) > 200 {
+		topic = UniqueName("t")
+	}
+	if err := EnsureTopic(context.Background(), brokers, topic, partitions); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+	})
+	return topic
+}
+
+// EnsureTopic creates topic with partitions partitions unless it exists, and
+// waits for every partition to have a leader.
+func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
+	// A Client without a Transport shares kafka.DefaultTransport's pooled
+	// connections, which go stale when a test restarts its broker.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 15 * time.Second, Transport: tr}
+	created := false
+	return WaitFor(ctx, 60*time.Second, func() error {
+		if !created {
+			res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+				Topic: topic, NumPartitions: partitions, ReplicationFactor: 1,
+			}}})
+			if err != nil {
+				return fmt.Errorf("create topics: %w", err)
+			}
+			if err := res.Errors[topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+				return fmt.Errorf("create topic %s: %w", topic, err)
+			}
+			created = true
+		}
+		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return err
+		}
+		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+			return fmt.Errorf("topic %s not in metadata yet", topic)
+		}
+		if n := len(md.Topics[0].Partitions); n != partitions {
+			return fmt.Errorf("topic %s has %d partitions, want %d", topic, n, partitions)
+		}
+		for _, p := range md.Topics[0].Partitions {
+			if p.Error != nil || p.Leader.Host == "" {
+				return fmt.Errorf("partition %d has no leader yet", p.ID)
+			}
+		}
+		return nil
+	})
+}
+
+// WaitFor polls cond until it returns nil or the timeout passes, and returns
+// the last error then. Tests wait for conditions, not for time.
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 10 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v: %w", timeout, err)
+		case <-time.After(delay):
+		}
+		if delay < 500*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// CheckFor is WaitFor that fails the test.
+func CheckFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	if err := WaitFor(context.Background(), timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RepoRoot is the repository's top directory, found from this file's path.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,44 @@
+# Shared helpers for the service scripts. Sourced, never run.
+# Every path that holds downloads or state lives outside the repository.
+NOFLY_CACHE=${NOFLY_CACHE:-"$HOME/.cache/nofly"}
+SCRIPTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# pid_alive PIDFILE PATTERN: the PID in PIDFILE is running and its command
+# line contains PATTERN, so a recycled PID is never mistaken for our server.
+pid_alive() {
+  local pidfile=$1 pattern=$2 pid
+  [[ -s $pidfile ]] || return 1
+  pid=$(<"$pidfile")
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern"
+}
+
+# stop_pid PIDFILE PATTERN SECONDS: TERM, wait, then KILL. By PID, never by name.
+stop_pid() {
+  local pidfile=$1 pattern=$2 secs=${3:-30} pid i
+  pid_alive "$pidfile" "$pattern" || { rm -f "$pidfile"; return 0; }
+  pid=$(<"$pidfile")
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < secs * 10; i++)); do
+    pid_alive "$pidfile" "$pattern" || { rm -f "$pidfile"; return 0; }
+    sleep 0.1
+  done
+  log "pid $pid did not stop in ${secs}s; killing"
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+}
+
+# apt_install PKG...: installs Debian packages that are missing.
+apt_install() {
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  ((${#missing[@]})) || return 0
+  log "installing ${missing[*]} from Debian's packages"
+  local sudo=""
+  ((EUID == 0)) || sudo=sudo
+  $sudo apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Installs, starts, checks and stops one Apache Kafka node in KRaft mode
+# (broker and controller in one JVM) on 127.0.0.1, from the jars published on
+# Maven Central, run with the machine's Java. No Kafka tarball, no Docker.
+#
+#   scripts/kafka.sh install|start|stop|restart|status|logs|libs
+#
+# KAFKA_VERSION picks the release (one variable: run the suite against another
+# with KAFKA_VERSION=3.9.1 make test). KAFKA_PORT / KAFKA_CONTROLLER_PORT /
+# KAFKA_DIR let a test run a private broker it may restart at will.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
+KAFKA_PORT=${KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
+KAFKA_DIR=${KAFKA_DIR:-"$NOFLY_CACHE/run/kafka-$KAFKA_PORT"}
+KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:-"-Xms256m -Xmx1g"}
+LIBS=$NOFLY_CACHE/kafka-$KAFKA_VERSION/libs
+PIDFILE=$KAFKA_DIR/kafka.pid
+LOGFILE=$KAFKA_DIR/server.log
+PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
+
+install() {
+  command -v java >/dev/null || die "java not found: Kafka runs on the machine's Java (17+)"
+  apt_install kcat
+  if [[ -f $LIBS/.complete ]]; then return 0; fi
+  command -v mvn >/dev/null || die "mvn not found: it fetches Kafka's jars"
+  log "fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies with Maven into $LIBS"
+  mkdir -p "$LIBS"
+  mvn -q -B -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
+    || die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+  touch "$LIBS/.complete"
+}
+
+metadata_ok() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 3 >/dev/null 2>&1; }
+
+write_config() {
+  mkdir -p "$KAFKA_DIR/data"
+  cat >"$KAFKA_DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+# The project creates its own topics with the partition counts from config;
+# a typo in a topic name must fail, not create a 1-partition topic.
+auto.create.topics.enable=false
+num.partitions=1
+# One node: internal topics cannot have more than one replica.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+default.replication.factor=1
+min.insync.replicas=1
+# Tests start and stop consumers often; don't wait 3 s for more members.
+group.initial.rebalance.delay.ms=0
+log.retention.hours=24
+log.segment.bytes=67108864
+PROPS
+  cat >"$KAFKA_DIR/log4j2.properties" <<'PROPS'
+rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=FILE
+appender.file.type=File
+appender.file.name=FILE
+appender.file.fileName=${sys:kafka.logs.dir}/server.log
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+logger.kafka.name=kafka
+logger.kafka.level=INFO
+logger.state.name=state.change.logger
+logger.state.level=WARN
+PROPS
+}
+
+java_run() {
+  # shellcheck disable=SC2086
+  java $KAFKA_HEAP_OPTS -Dkafka.logs.dir="$KAFKA_DIR" \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
+    -cp "$LIBS/*" "$@"
+}
+
+start() {
+  install
+  if pid_alive "$PIDFILE" "$PATTERN" && metadata_ok; then
+    log "kafka $KAFKA_VERSION already running on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"))"
+    return 0
+  fi
+  if ! pid_alive "$PIDFILE" "$PATTERN" && metadata_ok; then
+    die "something else answers on 127.0.0.1:$KAFKA_PORT; stop it or set KAFKA_PORT"
+  fi
+  if ! pid_alive "$PIDFILE" "$PATTERN"; then
+    write_config
+    if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
+      local id
+      id=$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+      java_run kafka.tools.StorageTool format -t "$id" -c "$KAFKA_DIR/server.properties" \
+        >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "formatting KRaft storage failed"; }
+    fi
+    : >"$LOGFILE"
+    nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Dkafka.logs.dir="$KAFKA_DIR" \
+      -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
+      -cp "$LIBS/*" kafka.Kafka "$KAFKA_DIR/server.properties" \
+      >"$KAFKA_DIR/stdout.log" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
+  fi
+  local i
+  for ((i = 0; i < 120; i++)); do
+    if metadata_ok; then
+      log "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"), dir $KAFKA_DIR)"
+      return 0
+    fi
+    pid_alive "$PIDFILE" "$PATTERN" || break
+    sleep 0.5
+  done
+  log "kafka did not answer a metadata request; last log lines:"
+  tail -n 40 "$LOGFILE" "$KAFKA_DIR/stdout.log" >&2 || true
+  exit 1
+}
+
+stop() { stop_pid "$PIDFILE" "$PATTERN" 60; log "kafka on $KAFKA_PORT stopped"; }
+
+status() {
+  if pid_alive "$PIDFILE" "$PATTERN" && metadata_ok; then
+    echo "kafka: $KAFKA_VERSION running on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"))"
+  else
+    echo "kafka: not running on 127.0.0.1:$KAFKA_PORT"
+    return 1
+  fi
+}
+
+case ${1:-} in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  restart) stop; start ;;
+  status) status ;;
+  logs) tail -n "${LINES:-60}" "$LOGFILE" ;;
+  libs) install >&2; echo "$LIBS" ;;
+  *) echo "usage: $0 install|start|stop|restart|status|logs|libs" >&2; exit 2 ;;
+esac

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs (Debian's redis-server), starts, checks and stops a Redis server on
+# 127.0.0.1 with AOF and appendfsync always: the exactly-once argument needs
+# every acknowledged script to survive a restart (docs/exactly-once.md).
+#
+#   scripts/redis.sh install|start|stop|restart|status|logs
+#
+# REDIS_PORT (6379) and REDIS_DIR (state dir) let a test run a private server.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+REDIS_PORT=${REDIS_PORT:-6379}
+REDIS_DIR=${REDIS_DIR:-"$NOFLY_CACHE/run/redis-$REDIS_PORT"}
+PIDFILE=$REDIS_DIR/redis.pid
+LOGFILE=$REDIS_DIR/redis.log
+PATTERN="redis-server 127.0.0.1:$REDIS_PORT"
+
+ping() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
+
+install() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return 0
+  apt_install redis-server
+  # Debian's package starts a system server on 6379 where a service manager
+  # runs; ours is started by PID below, so that one is not relied on.
+}
+
+start() {
+  install
+  if pid_alive "$PIDFILE" "$PATTERN" && ping; then
+    log "redis already running on 127.0.0.1:$REDIS_PORT (pid $(<"$PIDFILE"))"
+    return 0
+  fi
+  if ping; then
+    die "something else answers on 127.0.0.1:$REDIS_PORT; stop it or set REDIS_PORT"
+  fi
+  mkdir -p "$REDIS_DIR"
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" \
+    --appendonly yes --appendfsync always --save "" \
+    --daemonize yes --pidfile "$PIDFILE" --logfile "$LOGFILE" \
+    --protected-mode yes >/dev/null
+  local i
+  for ((i = 0; i < 100; i++)); do
+    if ping; then
+      log "redis ready on 127.0.0.1:$REDIS_PORT (pid $(<"$PIDFILE"), AOF always, dir $REDIS_DIR)"
+      return 0
+    fi
+    sleep 0.1
+  done
+  log "redis did not answer PING in 10s; last log lines:"
+  tail -n 30 "$LOGFILE" >&2 || true
+  exit 1
+}
+
+stop() { stop_pid "$PIDFILE" "$PATTERN" 20; log "redis on $REDIS_PORT stopped"; }
+
+status() {
+  if pid_alive "$PIDFILE" "$PATTERN" && ping; then
+    echo "redis: running on 127.0.0.1:$REDIS_PORT (pid $(<"$PIDFILE"))"
+  else
+    echo "redis: not running on 127.0.0.1:$REDIS_PORT"
+    return 1
+  fi
+}
+
+case ${1:-} in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  restart) stop; start ;;
+  status) status ;;
+  logs) tail -n "${LINES:-50}" "$LOGFILE" ;;
+  *) echo "usage: $0 install|start|stop|restart|status|logs" >&2; exit 2 ;;
+esac
