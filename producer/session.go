@@ -1,0 +1,192 @@
+package producer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/apiversions"
+	"github.com/segmentio/kafka-go/protocol/initproducerid"
+)
+
+// initProducerID asks a broker for a producer id and epoch. With pid -1 and
+// epoch -1 it gets a new id; with the current pid and epoch (InitProducerId
+// v3+, KIP-360) it bumps the epoch of the same id.
+//
+// It talks to one broker directly over protocol.Conn instead of
+// kafka.Client.InitProducerID: kafka-go routes that request as a
+// TransactionalMessage, through a FindCoordinator lookup keyed by the
+// (empty) transactional id, which an idempotent producer does not need —
+// any broker answers an InitProducerId without a transactional id.
+func (p *Producer) initProducerID(ctx context.Context, cur batchSession) (batchSession, error) {
+	var errs []error
+	for _, addr := range p.cfg.Brokers {
+		s, err := p.initProducerIDAt(ctx, addr, cur)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return batchSession{}, fmt.Errorf("init producer id: %w", errors.Join(errs...))
+}
+
+func (p *Producer) initProducerIDAt(ctx context.Context, addr string, cur batchSession) (batchSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	conn, err := p.cfg.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return batchSession{}, err
+	}
+	if p.cfg.TLS != nil {
+		conn = tls.Client(conn, p.cfg.TLS)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+
+	pc := protocol.NewConn(conn, p.cfg.ClientID)
+	m, err := pc.RoundTrip(new(apiversions.Request))
+	if err != nil {
+		return batchSession{}, fmt.Errorf("api versions: %w", err)
+	}
+	av := m.(*apiversions.Response)
+	if av.ErrorCode != 0 {
+		return batchSession{}, fmt.Errorf("api versions: %w", kafka.Error(av.ErrorCode))
+	}
+	versions := make(map[protocol.ApiKey]int16, len(av.ApiKeys))
+	for _, k := range av.ApiKeys {
+		key := protocol.ApiKey(k.ApiKey)
+		versions[key] = key.SelectVersion(k.MinVersion, k.MaxVersion)
+	}
+	pc.SetVersions(versions)
+	if cur.producerID >= 0 && versions[protocol.InitProducerId] < 3 {
+		// The broker cannot bump an epoch: get a new id instead.
+		cur = batchSession{producerID: -1, epoch: -1}
+	}
+
+	m, err = pc.RoundTrip(&initproducerid.Request{
+		TransactionalID:      "", // null: idempotent, not transactional
+		TransactionTimeoutMs: math.MaxInt32,
+		ProducerID:           cur.producerID,
+		ProducerEpoch:        cur.epoch,
+	})
+	if err != nil {
+		return batchSession{}, err
+	}
+	res := m.(*initproducerid.Response)
+	if res.ErrorCode != 0 {
+		return batchSession{}, kafka.Error(res.ErrorCode)
+	}
+	return batchSession{producerID: res.ProducerID, epoch: res.ProducerEpoch}, nil
+}
+
+// newSession is batchSession{-1, -1}: what InitProducerId takes for "a new id".
+var newSession = batchSession{producerID: -1, epoch: -1}
+
+// session is the producer id and epoch every batch carries, and the gate
+// that keeps batches from being sent while the epoch changes.
+//
+// Invariant: an epoch bump happens only when no batch is in flight. A batch
+// still being retried under the old epoch after a bump could have been
+// written under the old epoch and then, retried under the new one, written
+// again: the broker deduplicates only within one epoch.
+type session struct {
+	mu       sync.Mutex
+	cur      batchSession
+	inflight int
+	bumping  bool
+	changed  chan struct{} // closed and replaced whenever the state changes
+}
+
+func (s *session) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// acquire waits until no bump is pending and registers one batch in flight
+// under the returned session.
+func (s *session) acquire(ctx context.Context) (batchSession, error) {
+	for {
+		s.mu.Lock()
+		if !s.bumping {
+			s.inflight++
+			cur := s.cur
+			s.mu.Unlock()
+			return cur, nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return batchSession{}, ctx.Err()
+		}
+	}
+}
+
+func (s *session) release() {
+	s.mu.Lock()
+	s.inflight--
+	if s.inflight == 0 {
+		s.notifyLocked()
+	}
+	s.mu.Unlock()
+}
+
+// requestBump marks that the session seen by a failed batch must be bumped.
+// It reports whether the caller should run the bump (false when another
+// batch already asked for it, or it already happened).
+func (s *session) requestBump(seen batchSession) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bumping || s.cur != seen {
+		return false
+	}
+	s.bumping = true
+	s.notifyLocked()
+	return true
+}
+
+// waitIdle waits until no batch is in flight.
+func (s *session) waitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.inflight == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *session) finishBump(next batchSession) {
+	s.mu.Lock()
+	s.cur = next
+	s.bumping = false
+	s.notifyLocked()
+	s.mu.Unlock()
+}
+
+func (s *session) current() batchSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
