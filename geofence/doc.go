@@ -1,0 +1,126 @@
+// Package geofence holds no-fly zones and answers, for a drone position,
+// which zones contain it. It knows nothing of Kafka or Redis.
+//
+// # Model
+//
+// A Zone has an id (unique in its set), a name, a Category and one or more
+// Volumes. A Volume is a horizontal area — polygons with holes (a GeoJSON
+// Polygon or MultiPolygon) or a circle (centre and radius, great-circle
+// distance on a sphere of radius orb.EarthRadius) — between an optional
+// floor and ceiling. GeoJSON zones have one volume; ED-269 and ED-318 zones
+// have one per geometry element or layer (Flugplatz Reichenbach's stacked
+// rings are three volumes of one zone), so that a drone moving from one
+// ring to the next stays in the same zone and its alarm does not flap.
+//
+// Polygon edges are straight lines in longitude/latitude (RFC 7946). An
+// edge whose ends are more than 180° of longitude apart crosses the
+// antimeridian the short way, so an unsplit ring such as 179°E → 179°W
+// covers 2° of longitude; zones split at the antimeridian into a
+// MultiPolygon work as well. A ring that goes once around a pole (say
+// along 85°N through 0°, 90°, 180°, -90°) bounds the polar cap on the side
+// of its mean latitude; the cap can also be written as a box whose edges
+// run along ±180° and ±90°. Circles that cross the antimeridian or cover
+// a pole work as-is.
+//
+// # Categories
+//
+// "restricted" and "warning", as in DESIGN.md. ED-269 / ED-318
+// restrictions map as: PROHIBITED → restricted; REQ_AUTHORISATION
+// (ED-318: REQ_AUTHORIZATION, both spellings accepted) and CONDITIONAL →
+// warning, because the flight may be legal (authorised or meeting the
+// conditions) but an operator should look; the original value is kept in
+// Zone.Restriction. NO_RESTRICTION zones restrict nothing and are not
+// imported (the interuss ED-269 sample has one, sharing its identifier
+// with a REQ_AUTHORISATION zone). A GeoJSON zone without a category is
+// restricted (the safe default).
+//
+// # Formats
+//
+// LoadFile and Parse detect the format from the content.
+//
+//   - GeoJSON FeatureCollection (DESIGN.md): geometry Polygon,
+//     MultiPolygon, or Point with properties.radius_m; properties id
+//     (required, unique), name, category, floor_m / ceiling_m with
+//     floor_ref / ceiling_ref (AMSL default, AGL, WGS84), active_from /
+//     active_until (RFC 3339), clear_buffer_m (default 0). An optional
+//     top-level "version" names the set. ParseGeoJSON.
+//   - ED-269 JSON, ParseED269, in three layouts: {title, features: [...]};
+//     {UASZoneList: [...]} with schedules under "dailyPeriod" (or
+//     "schedule"); EUROCONTROL's {uas_zones: [...]}, where applicability,
+//     geometry and zoneAuthority may be single objects instead of arrays.
+//     Keys match regardless of case and underscores. Each zone: identifier,
+//     name, restriction, zoneAuthority, applicability (permanent,
+//     startDateTime / endDateTime, schedule or dailyPeriod of {day,
+//     startTime, endTime}), geometry: list of {uomDimensions (M or FT,
+//     converted to metres), lowerLimit / upperLimit (either may be null),
+//     lowerVerticalReference / upperVerticalReference (AGL, AMSL, WGS84),
+//     horizontalProjection: Polygon, MultiPolygon, or {type: Circle,
+//     center: [lon, lat], radius}}. Coordinates are [lon, lat].
+//   - ED-318 GeoJSON, ParseED318: a FeatureCollection whose geometries
+//     (Polygon, MultiPolygon, Point with extent {subType: Circle, radius},
+//     or a GeometryCollection of them, one volume each) carry a layer
+//     {lower, lowerReference, upper, upperReference, uom (m or ft)};
+//     properties identifier, name ([{text, lang}]), type (the restriction),
+//     zoneAuthority, limitedApplicability (as ED-269's applicability).
+//     Metadata dates must be date-time strings.
+//
+// A file loads whole or not at all: any problem rejects it with a
+// *ValidationError that lists every problem, each naming the file, the
+// feature (index and id) and the field, e.g.
+//
+//	zones.geojson: feature 3 (id "EGLL-CTR"): properties.floor_m: must be below properties.ceiling_m (500 >= 300 AMSL)
+//
+// Validation: rings closed with at least 4 positions and not intersecting
+// themselves; no NaN or infinity; latitude in [-90, 90], longitude in
+// [-180, 180]; radius > 0; floor < ceiling when both are in the same
+// reference; clear_buffer_m >= 0; active_from < active_until; ids unique.
+//
+// # Vertical test
+//
+// Limits are inclusive: floor <= height <= ceiling. A limit is compared
+// with the position's height in the limit's own reference (Heights: AMSL,
+// WGS84, AGL). When the position has no height in that reference the
+// limit counts as met — an unknown height over a runway must alarm — and
+// the Hit says so with HeightAssumed.
+//
+// # Time
+//
+// A zone is active at t iff ActiveFrom <= t < ActiveUntil (a zero bound is
+// unbounded) and, when it has Windows (ED-269/ED-318 applicability), t is
+// within one of them: From <= t < Until and, if the window has a weekly
+// schedule, within one of its intervals. Schedule times are times of day
+// in UTC unless they carry an offset; an interval is [startTime, endTime),
+// an endTime at or before startTime runs into the next day, and an
+// endTime of 23:59 or 23:59:59 means midnight. A zone inactive at the
+// position's time does not contain it.
+//
+// # Hysteresis
+//
+// Index.StillInside(zoneID, p) is the test for a drone whose alarm for the
+// zone is raised: it stays raised while StillInside is true, that is while
+// the zone is active at p.Time and, for some volume of the zone, the
+// horizontal distance from p to the volume's area is at most the zone's
+// ClearBufferM (0 inside the area) and p's height is at most ClearBufferM
+// below the floor and at most ClearBufferM above the ceiling (unknown
+// heights count as within, as in the vertical test). So a drone counts as
+// out only when it is farther than the buffer outside the boundary, or the
+// zone is no longer active, or the zone was removed by a reload. Distances
+// to polygons are measured in a local equirectangular projection around
+// the position (accurate to well under 1% for buffers up to tens of
+// kilometres away from the poles); to circles, along the great circle.
+//
+// # Index
+//
+// NewIndex validates a set and builds an immutable Index, safe for
+// concurrent readers. Polygons are cut at the antimeridian into pieces;
+// each piece and circle gets a bounding box, and a uniform grid over the
+// zones' extent (about two cells per piece, coarsened when big pieces would
+// make cell lists long) lists the pieces whose box meets each cell. A query
+// looks up one cell, checks the boxes, the vertical limits and the time,
+// then runs the exact test: haversine for circles, and for polygons a
+// crossing-number test over only the edges in the point's horizontal band
+// of the polygon (edges are bucketed into bands at build time). Query
+// appends to a caller's slice and does not allocate. Current holds the
+// index in use and swaps in a new one on reload; Diff compares two by
+// fingerprint.
+package geofence

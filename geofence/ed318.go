@@ -1,0 +1,285 @@
+package geofence
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/paulmach/orb"
+)
+
+// ParseED318 reads UAS geographical zones in EUROCAE ED-318's GeoJSON
+// encoding: a FeatureCollection whose geometries carry a "layer" (vertical
+// limits) and whose circles are a Point with an "extent". The set is
+// returned whole, or not at all with a *ValidationError listing every
+// problem.
+func ParseED318(r io.Reader) (*ZoneSet, error) {
+	b, err := readAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var root any
+	if err := json.Unmarshal(b, &root); err != nil {
+		return nil, fileProblem("", jsonMsg(err))
+	}
+	return parseED318Tree(root)
+}
+
+func parseED318Tree(root any) (*ZoneSet, error) {
+	o, ok := asObj(root)
+	if !ok {
+		return nil, fileProblem("", "an ED-318 file is a GeoJSON FeatureCollection object")
+	}
+	var ps problems
+	if t, _ := o.get("type"); t != "FeatureCollection" {
+		ps.add(-1, "", "type", fmt.Sprintf("must be \"FeatureCollection\", not %v", t))
+	}
+	if mv, ok := o.get("metadata"); ok {
+		m, isObj := asObj(mv)
+		if !isObj {
+			ps.add(-1, "", "metadata", "must be an object")
+		}
+		for _, k := range []string{"validFrom", "validTo", "issued"} {
+			if v, ok := m.get(k); ok {
+				s, isStr := v.(string)
+				if !isStr {
+					ps.add(-1, "", "metadata."+k, fmt.Sprintf("must be a date-time string, found %s", jsonKind(v)))
+					continue
+				}
+				if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+					ps.add(-1, "", "metadata."+k, fmt.Sprintf("must be an RFC 3339 date-time, not %q", s))
+				}
+			}
+		}
+	}
+	fv, _ := o.get("features")
+	features, isList := fv.([]any)
+	if !isList {
+		ps.add(-1, "", "features", "must be an array")
+	}
+	set := &ZoneSet{Zones: make([]*Zone, 0, len(features))}
+	seen := make(map[string]int, len(features))
+	for i, f := range features {
+		z, skip := parseED318Feature(i, f, &ps)
+		if z == nil || skip {
+			continue
+		}
+		checkUnique(seen, i, z.ID, "properties.identifier", &ps)
+		set.Zones = append(set.Zones, z)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	var version json.RawMessage
+	if v, ok := o.get("version"); ok {
+		version, _ = json.Marshal(v)
+	}
+	finish(set, version)
+	return set, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "a string"
+}
+
+func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
+	f, ok := asObj(fv)
+	if !ok {
+		ps.add(i, "", "", "a feature must be a JSON object")
+		return nil, false
+	}
+	pv, _ := f.get("properties")
+	p, _ := asObj(pv)
+	id := ""
+	if v, ok := p.get("identifier"); ok {
+		id, _ = v.(string)
+	}
+	add := func(field, msg string) { ps.add(i, id, field, msg) }
+	if t, _ := f.get("type"); t != "Feature" {
+		add("type", fmt.Sprintf("must be \"Feature\", not %v", t))
+	}
+	if p == nil {
+		add("properties", "required")
+		return nil, false
+	}
+	z = &Zone{ID: id}
+	if v, ok := p.get("name"); ok {
+		z.Name = text(v)
+	}
+	tv, _ := p.get("type")
+	ts, _ := tv.(string)
+	cat, skip, ok := restrictionCategory(ts)
+	if !ok {
+		add("properties.type", fmt.Sprintf("must be PROHIBITED, REQ_AUTHORIZATION, CONDITIONAL or NO_RESTRICTION, not %q", ts))
+		cat = Restricted
+	}
+	z.Category, z.Restriction = cat, upperASCII(ts)
+	if a, ok := p.get("zoneAuthority"); ok {
+		for _, e := range list(a) {
+			if ao, ok := asObj(e); ok {
+				if n, ok := ao.get("name"); ok {
+					z.Authority = text(n)
+					break
+				}
+			}
+		}
+	}
+	if v, ok := p.get("limitedApplicability"); ok {
+		z.Windows = parseApplicability(v, "properties.limitedApplicability", add)
+	}
+	if v, ok := p.get("clear_buffer_m"); ok {
+		f, isNum := v.(float64)
+		if !isNum {
+			add("properties.clear_buffer_m", "must be a number")
+		}
+		z.ClearBufferM = f
+	}
+	gv, _ := f.get("geometry")
+	g, isObj := asObj(gv)
+	if !isObj {
+		add("geometry", "required")
+		return z, skip
+	}
+	var paths []string
+	good := true
+	gt, _ := g.get("type")
+	if gt == "GeometryCollection" {
+		gs, _ := g.get("geometries")
+		l, _ := gs.([]any)
+		if len(l) == 0 {
+			add("geometry.geometries", "must be a non-empty array")
+			good = false
+		}
+		for gi, e := range l {
+			path := idx("geometry.geometries", gi)
+			eo, isObj := asObj(e)
+			if !isObj {
+				add(path, "must be an object")
+				good = false
+				continue
+			}
+			v, ok := parseED318Geometry(eo, p, path, add)
+			good = good && ok
+			z.Volumes = append(z.Volumes, v)
+			paths = append(paths, path)
+		}
+	} else {
+		v, ok := parseED318Geometry(g, p, "geometry", add)
+		good = ok
+		z.Volumes = append(z.Volumes, v)
+		paths = append(paths, "geometry")
+	}
+	if skip || !good {
+		return z, skip
+	}
+	n := fieldNames{
+		id:       "properties.identifier",
+		category: "properties.type",
+		ring: func(v, pi, r int) string {
+			if len(z.Volumes[v].Area) == 1 {
+				return idx(paths[v]+".coordinates", r)
+			}
+			return idx(idx(paths[v]+".coordinates", pi), r)
+		},
+		center:  func(v int) string { return paths[v] + ".coordinates" },
+		radius:  func(v int) string { return paths[v] + ".extent.radius" },
+		floor:   func(v int) string { return paths[v] + ".layer.lower" },
+		ceiling: func(v int) string { return paths[v] + ".layer.upper" },
+		buffer:  "properties.clear_buffer_m",
+		from:    "properties.limitedApplicability",
+		until:   "properties.limitedApplicability",
+	}
+	checkZone(z, &n, add)
+	return z, false
+}
+
+// parseED318Geometry reads one geometry with its layer (or the feature's).
+func parseED318Geometry(g obj, props obj, path string, add func(field, msg string)) (Volume, bool) {
+	var v Volume
+	lv, ok := g.get("layer")
+	lpath := path + ".layer"
+	if !ok {
+		lv, ok = props.get("layer")
+		lpath = "properties.layer"
+	}
+	if ok {
+		l, isObj := asObj(lv)
+		if !isObj {
+			add(lpath, "must be an object")
+			return v, false
+		}
+		scale := 1.0
+		if u, ok := l.get("uom"); ok {
+			us, _ := u.(string)
+			s, ok := unitScale(us)
+			if !ok {
+				add(lpath+".uom", fmt.Sprintf("must be m or ft, not %v", u))
+			}
+			scale = s
+		}
+		v.Floor = ed269Limit(l, "lower", "lowerReference", scale, lpath, add)
+		v.Ceiling = ed269Limit(l, "upper", "upperReference", scale, lpath, add)
+	}
+	tv, _ := g.get("type")
+	t, _ := tv.(string)
+	cv, _ := g.get("coordinates")
+	switch t {
+	case "Point":
+		ev, _ := g.get("extent")
+		e, isObj := asObj(ev)
+		if !isObj {
+			add(path+".extent", "a Point zone needs an extent (a circle)")
+			return v, false
+		}
+		if st, _ := e.get("subType"); st != "Circle" {
+			add(path+".extent.subType", fmt.Sprintf("must be \"Circle\", not %v", st))
+			return v, false
+		}
+		rv, _ := e.get("radius")
+		r, isNum := rv.(float64)
+		if !isNum {
+			add(path+".extent.radius", "must be a number")
+			return v, false
+		}
+		c, ok := treePosition(cv, path+".coordinates", add)
+		if !ok {
+			return v, false
+		}
+		v.Circle = &Circle{Center: c, RadiusM: r}
+		return v, true
+	case "Polygon":
+		p, ok := treePolygon(cv, path+".coordinates", add)
+		if ok {
+			v.Area = orb.MultiPolygon{p}
+		}
+		return v, ok
+	case "MultiPolygon":
+		l, isList := cv.([]any)
+		if !isList || len(l) == 0 {
+			add(path+".coordinates", "must be an array of polygons")
+			return v, false
+		}
+		good := true
+		for pi, pv := range l {
+			p, ok := treePolygon(pv, idx(path+".coordinates", pi), add)
+			good = good && ok
+			v.Area = append(v.Area, p)
+		}
+		return v, good
+	}
+	add(path+".type", fmt.Sprintf("must be Polygon, MultiPolygon, Point (with extent) or GeometryCollection, not %q", t))
+	return v, false
+}

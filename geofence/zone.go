@@ -1,0 +1,311 @@
+package geofence
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/paulmach/orb"
+)
+
+// Ref is the vertical reference of a height or of a zone limit.
+type Ref uint8
+
+const (
+	// AMSL is height above mean sea level, the default reference.
+	AMSL Ref = iota
+	// AGL is height above ground level.
+	AGL
+	// WGS84 is height above the WGS84 ellipsoid.
+	WGS84
+)
+
+// String returns the reference's name as written in zone files.
+func (r Ref) String() string {
+	switch r {
+	case AMSL:
+		return "AMSL"
+	case AGL:
+		return "AGL"
+	case WGS84:
+		return "WGS84"
+	}
+	return "Ref(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ParseRef parses "AMSL", "AGL" or "WGS84" (case-insensitive; "MSL" and
+// "ALT" are read as AMSL, "ELLIPSOID" as WGS84).
+func ParseRef(s string) (Ref, bool) {
+	switch upperASCII(s) {
+	case "AMSL", "MSL", "ALT":
+		return AMSL, true
+	case "AGL", "SFC":
+		return AGL, true
+	case "WGS84", "ELLIPSOID", "HAE":
+		return WGS84, true
+	}
+	return 0, false
+}
+
+// MarshalText writes the reference's name.
+func (r Ref) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Heights are the heights of a position in each reference it is known in.
+// A height whose Has flag is false is unknown.
+type Heights struct {
+	AMSL, WGS84, AGL          float64
+	HasAMSL, HasWGS84, HasAGL bool
+}
+
+// Get returns the height in reference r and whether it is known.
+func (h Heights) Get(r Ref) (float64, bool) {
+	switch r {
+	case AMSL:
+		return h.AMSL, h.HasAMSL
+	case AGL:
+		return h.AGL, h.HasAGL
+	case WGS84:
+		return h.WGS84, h.HasWGS84
+	}
+	return 0, false
+}
+
+// Set returns h with the height in reference r set to v.
+func (h Heights) Set(r Ref, v float64) Heights {
+	switch r {
+	case AMSL:
+		h.AMSL, h.HasAMSL = v, true
+	case AGL:
+		h.AGL, h.HasAGL = v, true
+	case WGS84:
+		h.WGS84, h.HasWGS84 = v, true
+	}
+	return h
+}
+
+// Point is one position of a drone: WGS84 degrees, the time of the fix and
+// its heights.
+type Point struct {
+	Lat, Lon float64
+	Time     time.Time
+	Heights  Heights
+}
+
+// Category tells how serious entering a zone is.
+type Category string
+
+const (
+	// Restricted: flying here is prohibited (ED-269/ED-318 PROHIBITED).
+	Restricted Category = "restricted"
+	// Warning: flying here needs an authorisation or is subject to
+	// conditions (ED-269 REQ_AUTHORISATION and CONDITIONAL, ED-318
+	// REQ_AUTHORIZATION and CONDITIONAL); the original value is kept in
+	// Zone.Restriction.
+	Warning Category = "warning"
+)
+
+// Limit is a vertical limit of a zone: a height in metres in a reference.
+// Limits are inclusive.
+type Limit struct {
+	M   float64 `json:"m"`
+	Ref Ref     `json:"ref"`
+}
+
+// Circle is a horizontal area bounded by a great circle distance from a
+// centre.
+type Circle struct {
+	Center  orb.Point `json:"center"` // lon, lat
+	RadiusM float64   `json:"radius_m"`
+}
+
+// Volume is one airspace volume of a zone: a horizontal area (Area, or
+// Circle when Area is empty) between an optional floor and ceiling.
+// GeoJSON zones have one volume; ED-269 and ED-318 zones have one per
+// geometry element or layer.
+type Volume struct {
+	Area    orb.MultiPolygon `json:"area,omitempty"`
+	Circle  *Circle          `json:"circle,omitempty"`
+	Floor   *Limit           `json:"floor,omitempty"`
+	Ceiling *Limit           `json:"ceiling,omitempty"`
+}
+
+// WeeklyInterval is a half-open interval [Start, End) of seconds since
+// Monday 00:00 UTC, 0 <= Start < End <= 604800.
+type WeeklyInterval struct {
+	Start, End int32
+}
+
+// Window is one applicability period of a zone: the zone is active from
+// From (inclusive, zero = unbounded) until Until (exclusive, zero =
+// unbounded) and, when Weekly is not empty, only during one of the weekly
+// intervals.
+type Window struct {
+	From   time.Time        `json:"from,omitzero"`
+	Until  time.Time        `json:"until,omitzero"`
+	Weekly []WeeklyInterval `json:"weekly,omitempty"`
+}
+
+const week = 7 * 24 * 3600
+
+// weekSecond returns the second of the week (Monday 00:00 UTC = 0) of t.
+func weekSecond(t time.Time) int32 {
+	// 1970-01-01 was a Thursday: shift so that Monday is 0.
+	s := (t.Unix() + 3*86400) % week
+	if s < 0 {
+		s += week
+	}
+	return int32(s)
+}
+
+// Active reports whether t is within the window.
+func (w *Window) Active(t time.Time) bool {
+	if !w.From.IsZero() && t.Before(w.From) {
+		return false
+	}
+	if !w.Until.IsZero() && !t.Before(w.Until) {
+		return false
+	}
+	if len(w.Weekly) == 0 {
+		return true
+	}
+	s := weekSecond(t)
+	for _, iv := range w.Weekly {
+		if s >= iv.Start && s < iv.End {
+			return true
+		}
+	}
+	return false
+}
+
+// Zone is a no-fly zone.
+type Zone struct {
+	ID       string
+	Name     string
+	Category Category
+	// Restriction is the ED-269/ED-318 restriction the category came from
+	// (PROHIBITED, REQ_AUTHORISATION, ...); empty for GeoJSON zones.
+	Restriction string
+	// Authority names the zone authority (ED-269/ED-318), if any.
+	Authority string
+	Volumes   []Volume
+	// ActiveFrom and ActiveUntil bound the zone's activity: active iff
+	// ActiveFrom <= t < ActiveUntil; a zero value is unbounded.
+	ActiveFrom, ActiveUntil time.Time
+	// Windows are the ED-269/ED-318 applicability periods: when not empty,
+	// the zone is active only within one of them (and within
+	// ActiveFrom/ActiveUntil).
+	Windows []Window
+	// ClearBufferM is the hysteresis distance in metres (see package doc).
+	ClearBufferM float64
+	// Fingerprint is a stable hash of the zone's canonical definition
+	// (every field above): equal fingerprints mean equal zones. It is set by
+	// the parsers and by NewIndex.
+	Fingerprint string
+}
+
+// Active reports whether the zone is active at t.
+func (z *Zone) Active(t time.Time) bool {
+	if !z.ActiveFrom.IsZero() && t.Before(z.ActiveFrom) {
+		return false
+	}
+	if !z.ActiveUntil.IsZero() && !t.Before(z.ActiveUntil) {
+		return false
+	}
+	if len(z.Windows) == 0 {
+		return true
+	}
+	for i := range z.Windows {
+		if z.Windows[i].Active(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalZone is what the fingerprint hashes.
+type canonicalZone struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Category     Category  `json:"category"`
+	Restriction  string    `json:"restriction,omitempty"`
+	Authority    string    `json:"authority,omitempty"`
+	Volumes      []Volume  `json:"volumes"`
+	ActiveFrom   string    `json:"active_from,omitempty"`
+	ActiveUntil  string    `json:"active_until,omitempty"`
+	Windows      []cWindow `json:"windows,omitempty"`
+	ClearBufferM float64   `json:"clear_buffer_m"`
+}
+
+type cWindow struct {
+	From   string           `json:"from,omitempty"`
+	Until  string           `json:"until,omitempty"`
+	Weekly []WeeklyInterval `json:"weekly,omitempty"`
+}
+
+func canonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// ComputeFingerprint returns the hash of the zone's canonical definition
+// (every exported field but Fingerprint; times in UTC).
+func (z *Zone) ComputeFingerprint() string {
+	c := canonicalZone{
+		ID: z.ID, Name: z.Name, Category: z.Category, Restriction: z.Restriction,
+		Authority: z.Authority, Volumes: z.Volumes,
+		ActiveFrom: canonTime(z.ActiveFrom), ActiveUntil: canonTime(z.ActiveUntil),
+		ClearBufferM: z.ClearBufferM,
+	}
+	for _, w := range z.Windows {
+		c.Windows = append(c.Windows, cWindow{From: canonTime(w.From), Until: canonTime(w.Until), Weekly: w.Weekly})
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		// Only NaN or Inf can make Marshal fail; validation rejects them,
+		// but a fingerprint must still exist: hash what we can.
+		b = []byte(z.ID + "\x00invalid")
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// ZoneSet is a loaded set of zones with a version.
+type ZoneSet struct {
+	// Version identifies the set: the file's "version" member when it has
+	// one, else a hash of the zones' fingerprints.
+	Version string
+	Zones   []*Zone
+}
+
+// contentVersion derives a version from the zones' fingerprints.
+func contentVersion(zones []*Zone) string {
+	fps := make([]string, len(zones))
+	for i, z := range zones {
+		fps[i] = z.Fingerprint
+	}
+	sort.Strings(fps)
+	h := sha256.New()
+	for _, f := range fps {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+func upperASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
