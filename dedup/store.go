@@ -1,0 +1,93 @@
+// Package dedup makes the alerter's decisions stick: per Kafka partition it
+// keeps the drones' states, the partition's applied offset (the version) and
+// the outbox of alarm events, and it commits one batch of changes in one
+// atomic, versioned step. docs/redis-layout.md describes the Redis layout;
+// Memory is an in-memory implementation with the same contract.
+//
+// The store knows nothing of alarms: drone states and events are opaque
+// bytes to it, keyed by drone id and event id.
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrFenced is returned by Commit when the partition's stored version is not
+// the one the caller started from: another engine owns the partition (or a
+// zombie wrote first). Nothing was written. The caller must stop processing
+// the partition; it may reload with Load on a new assignment.
+var ErrFenced = errors.New("dedup: partition version changed: fenced")
+
+// NoVersion is the version of a partition nothing was ever applied to.
+const NoVersion int64 = -1
+
+// DefaultEventTTL is how long an event's unique key is kept.
+const DefaultEventTTL = 7 * 24 * time.Hour
+
+// Snapshot is a partition's stored state.
+type Snapshot struct {
+	// Applied is the offset of the last applied record, NoVersion if none.
+	Applied int64
+	// Drones maps drone id to its stored state.
+	Drones map[string][]byte
+}
+
+// Event is one alarm event to append to the outbox.
+type Event struct {
+	ID   string // unique key: an event with an ID seen before is not appended
+	JSON []byte // the event as downstream gets it
+}
+
+// Batch is what one engine batch changed.
+type Batch struct {
+	// Drones are the new states of every drone the batch saw.
+	Drones map[string][]byte
+	// Events are the new events, in order.
+	Events []Event
+	// Applied is the batch's last offset: the new version. It must be
+	// greater than the expected version.
+	Applied int64
+}
+
+// Result tells what a commit did.
+type Result struct {
+	Appended   int // events appended to the outbox
+	Suppressed int // events whose unique key already existed (not appended)
+}
+
+// Entry is one outbox entry.
+type Entry struct {
+	ID      string // stream entry id
+	EventID string
+	Event   []byte
+}
+
+// Store is the per-partition versioned state of the alerter.
+type Store interface {
+	// Load returns the partition's drone states and applied offset.
+	Load(ctx context.Context, partition int) (Snapshot, error)
+	// Commit atomically checks that the partition's version equals
+	// expected, writes the batch's drone states, claims each event's unique
+	// key and appends the events whose key was new, and sets the version to
+	// b.Applied. It returns ErrFenced (writing nothing) when the version
+	// differs.
+	Commit(ctx context.Context, partition int, expected int64, b Batch) (Result, error)
+}
+
+// OutboxReader reads a partition's outbox (tests, replay, tools).
+type OutboxReader interface {
+	Outbox(ctx context.Context, partition int) ([]Entry, error)
+}
+
+func checkBatch(expected int64, b Batch) error {
+	if expected < NoVersion {
+		return fmt.Errorf("dedup: expected version %d is below %d", expected, NoVersion)
+	}
+	if b.Applied <= expected {
+		return fmt.Errorf("dedup: batch offset %d is not above the expected version %d", b.Applied, expected)
+	}
+	return nil
+}
