@@ -1,0 +1,339 @@
+// Package ingest is the telemetry HTTP intake: POST /v1/telemetry takes
+// NDJSON or JSON position records, validates every one with package
+// telemetry, produces them to Kafka (key = drone_id, value = canonical JSON,
+// time = the record's ts) and answers 202 only once the producer says every
+// record of the request is acknowledged (acks=all). It also serves /healthz,
+// /readyz and /metrics. cmd/ingest wires it to the idempotent producer.
+//
+// Invariants this file relies on, and callers may rely on:
+//
+//   - A request is all or nothing on the way in: one invalid record, or a
+//     limit exceeded, rejects the request and nothing of it is produced.
+//   - 202 means durable: it is written only after Produce returned nil for
+//     every record of the request. Any produce failure answers 503 (retriable,
+//     with Retry-After) or 500; some of the records may then be in the log,
+//     and a retry of the whole request may write them again: the alerter
+//     treats (drone_id, seq) as the record's unique key, so that is safe.
+//   - Records of one request keep their order within a drone (the producer
+//     keeps order per partition and a drone maps to one partition). Across
+//     concurrent requests there is no order: a feed sends a drone's next
+//     request after the previous one got its 202.
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nofly-dev/nofly/producer"
+)
+
+// Producer is what the handler needs of the Kafka producer: Produce returns
+// nil only when every record is acknowledged. *producer.Producer is one.
+type Producer interface {
+	Produce(ctx context.Context, recs []producer.Record) error
+}
+
+// Limits bound one request. The zero value of a field means its default.
+type Limits struct {
+	// MaxBodyBytes bounds the request body; larger bodies get 413.
+	// Default 8 MiB.
+	MaxBodyBytes int64
+	// MaxRecords bounds the records of one request; more get 413.
+	// Default 10,000.
+	MaxRecords int
+	// MaxLineBytes bounds one NDJSON line (one JSON array element); a longer
+	// one is a 400 naming the line. Default 16 KiB (a record is ~200 bytes).
+	MaxLineBytes int
+}
+
+// Default limits.
+const (
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxRecords     = 10_000
+	DefaultMaxLineBytes   = 16 << 10
+	DefaultProduceTimeout = 10 * time.Second
+	DefaultRetryAfter     = 5 * time.Second
+)
+
+func (l *Limits) setDefaults() {
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxRecords == 0 {
+		l.MaxRecords = DefaultMaxRecords
+	}
+	if l.MaxLineBytes == 0 {
+		l.MaxLineBytes = DefaultMaxLineBytes
+	}
+}
+
+// Options configure a Server. Producer is required.
+type Options struct {
+	Producer Producer
+	Limits   Limits
+	// ProduceTimeout bounds the wait for Kafka's acknowledgement of one
+	// request; past it the answer is 503. Default 10s.
+	ProduceTimeout time.Duration
+	// RetryAfter is the Retry-After of a 503 (whole seconds, at least 1).
+	// Default 5s.
+	RetryAfter time.Duration
+	// Ready reports whether Kafka is reachable, for /readyz. Nil: always.
+	Ready func(ctx context.Context) error
+	// Registry receives the metrics and is what /metrics serves. Default: a
+	// new registry.
+	Registry *prometheus.Registry
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the intake's HTTP handler. Use Handler to mount it.
+type Server struct {
+	opt      Options
+	log      *slog.Logger
+	m        *metrics
+	router   chi.Router
+	draining atomic.Bool
+	bufs     sync.Pool
+}
+
+// NewServer returns a Server for opt.
+func NewServer(opt Options) (*Server, error) {
+	if opt.Producer == nil {
+		return nil, errors.New("ingest: Options.Producer is required")
+	}
+	opt.Limits.setDefaults()
+	switch {
+	case opt.Limits.MaxBodyBytes < 0:
+		return nil, errors.New("ingest: Limits.MaxBodyBytes must not be negative")
+	case opt.Limits.MaxRecords < 0:
+		return nil, errors.New("ingest: Limits.MaxRecords must not be negative")
+	case opt.Limits.MaxLineBytes < 0:
+		return nil, errors.New("ingest: Limits.MaxLineBytes must not be negative")
+	}
+	if opt.ProduceTimeout <= 0 {
+		opt.ProduceTimeout = DefaultProduceTimeout
+	}
+	if opt.RetryAfter <= 0 {
+		opt.RetryAfter = DefaultRetryAfter
+	}
+	if opt.Registry == nil {
+		opt.Registry = prometheus.NewRegistry()
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	m, err := newMetrics(opt.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, log: opt.Logger, m: m}
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, s.observe)
+	r.Post("/v1/telemetry", s.postTelemetry)
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opt.Registry, promhttp.HandlerOpts{Registry: opt.Registry}))
+	s.router = r
+	return s, nil
+}
+
+// Router returns the routes, for mounting more (cmd/ingest adds the OpenAPI
+// document) and for walking them.
+func (s *Server) Router() chi.Router { return s.router }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Drain makes /readyz answer 503 so a load balancer stops sending traffic;
+// call it when shutdown begins. Requests still arriving are served.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Limits returns the limits in force, defaults applied.
+func (s *Server) Limits() Limits { return s.opt.Limits }
+
+type errorBody struct {
+	Error  string      `json:"error,omitempty"`
+	Errors []LineError `json:"errors,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, rej *rejection) {
+	s.m.rejected.WithLabelValues(rej.reason).Add(float64(rej.records))
+	if rej.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.opt.RetryAfter.Seconds()))))
+	}
+	setOutcome(r, rej.records, rej.reason, rej.message)
+	writeJSON(w, rej.status, errorBody{Error: rej.message, Errors: rej.errs})
+}
+
+// mediaTypes maps the accepted Content-Types to their decoders.
+var mediaTypes = map[string]func([]byte, Limits) (batch, *rejection){
+	"application/x-ndjson": decodeNDJSON,
+	"application/ndjson":   decodeNDJSON,
+	"application/json":     decodeJSON,
+}
+
+func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
+	lim := s.opt.Limits
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	decode := mediaTypes[mt]
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		decode = nil
+	}
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
+			message: fmt.Sprintf("Content-Encoding %q is not supported; send the body uncompressed", enc)})
+		return
+	}
+	if err != nil || decode == nil {
+		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
+			message: fmt.Sprintf("Content-Type %q is not supported; use application/x-ndjson or application/json (UTF-8)", r.Header.Get("Content-Type"))})
+		return
+	}
+	if r.ContentLength > lim.MaxBodyBytes {
+		s.reject(w, r, &rejection{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooBig,
+			message: fmt.Sprintf("body is %d bytes, more than the limit of %d", r.ContentLength, lim.MaxBodyBytes)})
+		return
+	}
+
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			s.bufs.Put(buf)
+		}
+	}()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.reject(w, r, &rejection{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooBig,
+				message: fmt.Sprintf("body is more than the limit of %d bytes", lim.MaxBodyBytes)})
+			return
+		}
+		setOutcome(r, 0, "read_error", err.Error())
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "reading the body: " + err.Error()})
+		return
+	}
+
+	b, rej := decode(buf.Bytes(), lim)
+	if rej != nil {
+		s.reject(w, r, rej)
+		return
+	}
+	recs := records(b)
+
+	ctx, cancel := context.WithTimeout(r.Context(), s.opt.ProduceTimeout)
+	start := time.Now()
+	err = s.opt.Producer.Produce(ctx, recs)
+	cancel()
+	s.m.produceSeconds.WithLabelValues(produceResult(err)).Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.reject(w, r, s.produceRejection(err, b))
+		return
+	}
+	s.m.accepted.Add(float64(len(recs)))
+	setOutcome(r, len(recs), "", "")
+	writeJSON(w, http.StatusAccepted, struct {
+		Accepted int `json:"accepted"`
+	}{len(recs)})
+}
+
+// records encodes the batch for the producer: key = drone_id, value = the
+// canonical JSON, time = ts, partition by murmur2 of the key. Keys and values
+// share one buffer (the producer copies them).
+func records(b batch) []producer.Record {
+	recs := make([]producer.Record, len(b.positions))
+	buf := make([]byte, 0, len(b.positions)*256)
+	for i := range b.positions {
+		p := &b.positions[i]
+		k := len(buf)
+		buf = append(buf, p.DroneID...)
+		v := len(buf)
+		buf = p.AppendJSON(buf)
+		// Full slice expressions: a later append that moves buf leaves these
+		// pointing at the old array, which still holds their bytes.
+		recs[i] = producer.Record{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Time: p.TS, Partition: producer.AnyPartition}
+	}
+	return recs
+}
+
+// produceRejection turns a Produce error into the answer. A record the
+// producer calls invalid (larger than a batch may be) is the client's fault:
+// 400 naming its line. Anything retriable, or the producer closing during a
+// shutdown, is 503 with Retry-After. The rest (the broker refused the batch)
+// is 500.
+func (s *Server) produceRejection(err error, b batch) *rejection {
+	n := len(b.positions)
+	var pe *producer.ProduceError
+	if errors.As(err, &pe) && errors.Is(err, producer.ErrInvalidRecord) {
+		rej := &rejection{status: http.StatusBadRequest, reason: reasonInvalid, records: n}
+		for _, re := range pe.Records {
+			if errors.Is(re.Err, producer.ErrInvalidRecord) && re.Index < n && len(rej.errs) < maxListedErrors {
+				rej.errs = append(rej.errs, LineError{Line: b.lines[re.Index], Error: re.Err.Error()})
+			}
+		}
+		rej.message = fmt.Sprintf("%d of %d records cannot be produced; nothing was accepted", len(rej.errs), n)
+		return rej
+	}
+	if producer.Retriable(err) || errors.Is(err, producer.ErrClosed) || errors.Is(err, context.Canceled) {
+		s.log.Warn("produce failed, answering 503", "records", n, "error", err)
+		return &rejection{status: http.StatusServiceUnavailable, reason: reasonUnavailable, records: n,
+			message: "Kafka did not acknowledge the records in time; retry the request later (records may have been written: (drone_id, seq) makes a retry safe)"}
+	}
+	s.log.Error("produce failed", "records", n, "error", err)
+	return &rejection{status: http.StatusInternalServerError, reason: reasonProduce, records: n,
+		message: "Kafka refused the records: " + err.Error()}
+}
+
+func produceResult(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return "error"
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	if s.opt.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := s.opt.Ready(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

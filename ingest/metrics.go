@@ -1,0 +1,149 @@
+package ingest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nofly-dev/nofly/producer"
+)
+
+type metrics struct {
+	accepted       prometheus.Counter
+	rejected       *prometheus.CounterVec
+	requests       *prometheus.CounterVec
+	produceSeconds *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nofly_ingest_records_accepted_total",
+			Help: "Records answered with 202: acknowledged by Kafka.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nofly_ingest_records_rejected_total",
+			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, kafka_unavailable, produce_failed). Requests rejected before their records were read (body_too_large, unsupported_media_type) count in nofly_ingest_http_requests_total only.",
+		}, []string{"reason"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nofly_ingest_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		produceSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nofly_ingest_produce_duration_seconds",
+			Help:    "Time from Produce to the acknowledgement of every record of a request (result ok) or to its failure (result error).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"result"}),
+	}
+	for _, r := range []string{reasonInvalid, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce} {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.accepted, m.rejected, m.requests, m.produceSeconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// outcome is what a handler tells the logging middleware about a request.
+type outcome struct {
+	records int
+	reason  string
+	message string
+}
+
+type outcomeKey struct{}
+
+func setOutcome(r *http.Request, records int, reason, message string) {
+	if o, ok := r.Context().Value(outcomeKey{}).(*outcome); ok {
+		*o = outcome{records: records, reason: reason, message: message}
+	}
+}
+
+// observe counts every request by route and status and logs it: 5xx at
+// Warn, 4xx at Info, the rest at Debug.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		o := new(outcome)
+		r = r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o))
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		s.m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		level := slog.LevelDebug
+		switch {
+		case status >= 500:
+			level = slog.LevelWarn
+		case status >= 400:
+			level = slog.LevelInfo
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return
+		}
+		attrs := []slog.Attr{
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+			slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr),
+		}
+		if o.records > 0 {
+			attrs = append(attrs, slog.Int("records", o.records))
+		}
+		if o.reason != "" {
+			attrs = append(attrs, slog.String("reason", o.reason), slog.String("error", o.message))
+		}
+		s.log.LogAttrs(r.Context(), level, "request", attrs...)
+	})
+}
+
+// StatsCollector exports a producer's cumulative counters (producer.Stats)
+// as Prometheus counters: records, batches, retries, broker-dropped
+// duplicates, epoch bumps and failed records.
+type StatsCollector struct {
+	stats func() producer.Stats
+	descs [6]*prometheus.Desc
+}
+
+// NewStatsCollector returns a collector reading stats at every scrape. stats
+// may return the zero Stats while there is no producer yet.
+func NewStatsCollector(stats func() producer.Stats) *StatsCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("nofly_producer_"+name, help, nil, nil)
+	}
+	return &StatsCollector{stats: stats, descs: [6]*prometheus.Desc{
+		d("records_total", "Records acknowledged by the broker."),
+		d("batches_total", "Batches acknowledged by the broker."),
+		d("retries_total", "Produce attempts after a batch's first."),
+		d("duplicates_total", "Retried batches the broker had already written and dropped (idempotence at work)."),
+		d("epoch_bumps_total", "Epoch bumps or producer id re-initialisations after a sequence was lost."),
+		d("failed_records_total", "Records reported to callers as not acknowledged."),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for i, v := range []int64{st.Records, st.Batches, st.Retries, st.Duplicates, st.EpochBumps, st.Failed} {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
+	}
+}
