@@ -1,0 +1,154 @@
+package alerts
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+// Record is one Kafka record of the telemetry topic.
+type Record struct {
+	Offset int64
+	Value  []byte
+}
+
+// BadRecord is a record that could not be decoded: it is skipped (its
+// offset still counts as applied) and reported.
+type BadRecord struct {
+	Offset int64
+	Err    error
+}
+
+// Stats count what a batch did.
+type Stats struct {
+	Records    int // records in the batch at offsets above the version
+	Applied    int // positions that went through the state machine
+	Duplicates int // positions whose seq was not above the drone's (duplicate or stale)
+	Invalid    int // records that did not decode
+	Skipped    int // records at or below the version (already applied)
+	Raised     int
+	Cleared    int
+}
+
+// Outcome is what one batch decided. Nothing of it is durable until
+// Store.Commit(ctx, partition, Expected, Batch) succeeds.
+type Outcome struct {
+	Expected int64       // the version the batch started from
+	Batch    dedup.Batch // drone states, events and the new version
+	Events   []Event
+	Bad      []BadRecord
+	Stats    Stats
+}
+
+// Engine applies one partition's records in offset order. It is not safe
+// for concurrent use. Apply changes the engine's state as if the batch were
+// committed: when the commit fails for any reason (fenced, connection
+// lost), discard the engine and build a new one from a fresh Store.Load.
+type Engine struct {
+	partition int
+	applied   int64
+	drones    map[string]*DroneState
+	hits      []geofence.Hit
+}
+
+// NewEngine returns the engine of a partition at the stored snapshot.
+func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
+	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*DroneState, len(snap.Drones))}
+	for id, b := range snap.Drones {
+		s, err := DecodeDroneState(b)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d drone %q: %w", partition, id, err)
+		}
+		e.drones[id] = &s
+	}
+	return e, nil
+}
+
+// Partition returns the engine's partition.
+func (e *Engine) Partition() int { return e.partition }
+
+// Applied returns the offset of the last record applied (the version),
+// dedup.NoVersion if none.
+func (e *Engine) Applied() int64 { return e.applied }
+
+// Drone returns a copy of a drone's state and whether the engine knows it.
+func (e *Engine) Drone(id string) (DroneState, bool) {
+	s, ok := e.drones[id]
+	if !ok {
+		return DroneState{}, false
+	}
+	c := *s
+	c.In = append([]Inside(nil), s.In...)
+	return c, true
+}
+
+// Apply runs the records through the state machine, in the order given,
+// against the zone set zs. Records at or below the version, or not above
+// the previous record of the batch, are skipped: offsets need not be
+// contiguous, and a record fetched twice is applied once. It returns nil
+// when no record was above the version (nothing to commit).
+func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
+	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied}}
+	changed := map[string]*DroneState{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset <= out.Batch.Applied {
+			out.Stats.Skipped++
+			continue
+		}
+		out.Batch.Applied = r.Offset
+		out.Stats.Records++
+		p, err := telemetry.Decode(r.Value)
+		if err != nil {
+			out.Stats.Invalid++
+			out.Bad = append(out.Bad, BadRecord{Offset: r.Offset, Err: err})
+			continue
+		}
+		s := e.drones[p.DroneID]
+		if s == nil {
+			ns := NewDroneState()
+			s = &ns
+		}
+		first := len(out.Events)
+		var ok bool
+		out.Events, e.hits, ok = Step(s, &p, zs, e.hits, out.Events)
+		if !ok {
+			out.Stats.Duplicates++
+			continue
+		}
+		out.Stats.Applied++
+		e.drones[p.DroneID] = s
+		changed[p.DroneID] = s
+		for j := first; j < len(out.Events); j++ {
+			out.Events[j].Partition = e.partition
+			out.Events[j].Offset = r.Offset
+			if out.Events[j].Type == Raised {
+				out.Stats.Raised++
+			} else {
+				out.Stats.Cleared++
+			}
+		}
+	}
+	if out.Stats.Records == 0 {
+		return nil
+	}
+	e.applied = out.Batch.Applied
+	out.Batch.Drones = make(map[string][]byte, len(changed))
+	for id, s := range changed {
+		out.Batch.Drones[id] = s.Encode()
+	}
+	out.Batch.Events = make([]dedup.Event, len(out.Events))
+	for i := range out.Events {
+		b, err := json.Marshal(&out.Events[i])
+		if err != nil {
+			// Only a NaN or Inf could fail, and telemetry.Decode rejects
+			// them; keep the event rather than lose it.
+			b = []byte(fmt.Sprintf(`{"event_id":%q,"error":%q}`, out.Events[i].EventID, err))
+		}
+		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: b}
+	}
+	return out
+}

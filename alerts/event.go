@@ -1,0 +1,80 @@
+// Package alerts decides when alarms are raised and cleared: the event
+// model, the per-drone state machine (pure, no I/O) and the per-partition
+// Engine that applies a batch of telemetry records and hands back what
+// dedup.Store must make stick in one versioned commit.
+//
+// Alarm semantics (DESIGN.md): for each (drone, zone), a raise at the first
+// applied position inside the zone (horizontally, within its vertical
+// limits, zone active at the position's ts) and a clear at the first later
+// applied position outside it (beyond clear_buffer_m: geofence's
+// Index.StillInside). A record whose seq is not above the drone's highest
+// applied seq changes nothing.
+//
+// Zone-set reloads: an active alarm whose zone was removed, or whose zone's
+// fingerprint changed, is cleared with reason zone_removed / zone_changed
+// when the drone's next position is applied (not at reload time): every
+// event is then caused by one Kafka record, carries that record's seq, ts
+// and offset, and a replay of the log with the same zone sets gives the same
+// events. A changed zone that still contains the position raises a new
+// alarm (a new alarm_id: the raising seq differs) right after the clear.
+package alerts
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+)
+
+// Event types.
+const (
+	Raised  = "raised"
+	Cleared = "cleared"
+)
+
+// Reasons of a cleared event.
+const (
+	ReasonExited       = "exited"        // farther than clear_buffer_m outside, or outside its vertical limits
+	ReasonZoneRemoved  = "zone_removed"  // a reload removed the zone
+	ReasonZoneChanged  = "zone_changed"  // a reload changed the zone's definition (fingerprint)
+	ReasonZoneInactive = "zone_inactive" // the zone is not active at the position's ts
+)
+
+// Event is one alarm event: the JSON written to the outbox and sent
+// downstream. docs/redis-layout.md lists the fields.
+type Event struct {
+	EventID       string    `json:"event_id"`
+	AlarmID       string    `json:"alarm_id"`
+	Type          string    `json:"type"`
+	DroneID       string    `json:"drone_id"`
+	ZoneID        string    `json:"zone_id"`
+	ZoneName      string    `json:"zone_name"`
+	Category      string    `json:"category"`
+	Seq           int64     `json:"seq"`
+	TS            time.Time `json:"ts"`
+	Lat           float64   `json:"lat"`
+	Lon           float64   `json:"lon"`
+	AltM          *float64  `json:"alt_m,omitempty"`
+	AltRef        string    `json:"alt_ref,omitempty"`
+	HeightAssumed bool      `json:"height_assumed"`
+	Reason        string    `json:"reason,omitempty"`
+	Partition     int       `json:"partition"`
+	Offset        int64     `json:"offset"`
+}
+
+// AlarmID is the deterministic id of the alarm that the position with seq
+// raised for (drone, zone): the first 16 bytes of SHA-256 of
+// "drone\x00zone\x00seq", in hex.
+func AlarmID(drone, zone string, seq int64) string {
+	b := make([]byte, 0, len(drone)+len(zone)+22)
+	b = append(b, drone...)
+	b = append(b, 0)
+	b = append(b, zone...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, seq, 10)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// EventID is the id of an alarm's event of type typ: alarm_id:type.
+func EventID(alarmID, typ string) string { return alarmID + ":" + typ }

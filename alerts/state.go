@@ -1,0 +1,163 @@
+package alerts
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+// Zones is what the state machine asks of the zone set; *geofence.Index
+// implements it.
+type Zones interface {
+	// Query appends to dst[:0] the zones containing p (horizontally,
+	// vertically, active at p.Time).
+	Query(p geofence.Point, dst []geofence.Hit) []geofence.Hit
+	// StillInside is the hysteresis test for an active alarm.
+	StillInside(zoneID string, p geofence.Point) bool
+	// Zone returns the zone with the given id.
+	Zone(id string) (*geofence.Zone, bool)
+}
+
+// NoSeq is the highest seq of a drone never seen.
+const NoSeq int64 = -1
+
+// DroneState is what the alerter remembers of one drone: its highest
+// applied seq and its active alarms. Stored as JSON in Redis
+// (docs/redis-layout.md).
+type DroneState struct {
+	Seq int64    `json:"seq"`
+	In  []Inside `json:"in,omitempty"` // sorted by Zone
+}
+
+// Inside is one active alarm of a drone.
+type Inside struct {
+	Zone      string `json:"zone"`
+	Alarm     string `json:"alarm"`
+	FP        string `json:"fp"`   // the zone's fingerprint when raised
+	RaisedSeq int64  `json:"rseq"` // the seq that raised it
+	Name      string `json:"name,omitempty"`
+	Category  string `json:"cat,omitempty"`
+}
+
+// NewDroneState returns the state of a drone never seen.
+func NewDroneState() DroneState { return DroneState{Seq: NoSeq} }
+
+// DecodeDroneState parses a stored state.
+func DecodeDroneState(b []byte) (DroneState, error) {
+	var s DroneState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("alerts: bad drone state %q: %w", b, err)
+	}
+	return s, nil
+}
+
+// Encode returns the stored form of the state.
+func (s *DroneState) Encode() []byte {
+	b, _ := json.Marshal(s) // strings and ints only: cannot fail
+	return b
+}
+
+// PointOf converts a telemetry position to the geofence's point, with its
+// height in every reference the record gives one in.
+func PointOf(p *telemetry.Position) geofence.Point {
+	pt := geofence.Point{Lat: p.Lat, Lon: p.Lon, Time: p.TS}
+	for _, r := range [...]geofence.Ref{geofence.AMSL, geofence.WGS84, geofence.AGL} {
+		if h, ok := p.Height(r.String()); ok {
+			pt.Heights = pt.Heights.Set(r, h)
+		}
+	}
+	return pt
+}
+
+// Step applies one position to a drone's state, the state machine of
+// DESIGN.md. It returns false (and changes nothing) when the position is a
+// duplicate or stale: its seq is not above the state's. Otherwise it
+// appends the position's events to dst — clears first, then raises, each
+// in zone id order — with Partition and Offset left zero, and returns the
+// events and true. hits is scratch space for the zone query (may be nil).
+func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, dst []Event) ([]Event, []geofence.Hit, bool) {
+	if p.Seq <= s.Seq {
+		return dst, hits, false
+	}
+	s.Seq = p.Seq
+	pt := PointOf(p)
+	hits = zs.Query(pt, hits)
+
+	// Clears: every active alarm whose zone no longer holds the drone.
+	kept := s.In[:0]
+	for _, in := range s.In {
+		reason := ""
+		z, ok := zs.Zone(in.Zone)
+		switch {
+		case !ok:
+			reason = ReasonZoneRemoved
+		case z.Fingerprint != in.FP:
+			reason = ReasonZoneChanged
+		case !z.Active(p.TS):
+			reason = ReasonZoneInactive
+		case hitIndex(hits, in.Zone) >= 0 || zs.StillInside(in.Zone, pt):
+			kept = append(kept, in)
+			continue
+		default:
+			reason = ReasonExited
+		}
+		e := newEvent(p, Cleared, in.Alarm, in.Zone, in.Name, in.Category)
+		e.Reason = reason
+		dst = append(dst, e)
+	}
+	s.In = kept
+
+	// Raises: every zone that holds the drone and has no active alarm.
+	first := len(dst)
+	for _, h := range hits {
+		if s.inside(h.Zone.ID) {
+			continue
+		}
+		id := AlarmID(p.DroneID, h.Zone.ID, p.Seq)
+		e := newEvent(p, Raised, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
+		e.HeightAssumed = h.HeightAssumed
+		dst = append(dst, e)
+		s.In = append(s.In, Inside{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: p.Seq,
+			Name: h.Zone.Name, Category: string(h.Zone.Category)})
+	}
+	if len(dst)-first > 1 {
+		slices.SortFunc(dst[first:], func(a, b Event) int { return strings.Compare(a.ZoneID, b.ZoneID) })
+	}
+	slices.SortFunc(s.In, func(a, b Inside) int { return strings.Compare(a.Zone, b.Zone) })
+	return dst, hits, true
+}
+
+func (s *DroneState) inside(zone string) bool {
+	for i := range s.In {
+		if s.In[i].Zone == zone {
+			return true
+		}
+	}
+	return false
+}
+
+func hitIndex(hits []geofence.Hit, zone string) int {
+	for i := range hits {
+		if hits[i].Zone.ID == zone {
+			return i
+		}
+	}
+	return -1
+}
+
+func newEvent(p *telemetry.Position, typ, alarm, zone, name, category string) Event {
+	e := Event{
+		EventID: EventID(alarm, typ), AlarmID: alarm, Type: typ,
+		DroneID: p.DroneID, ZoneID: zone, ZoneName: name, Category: category,
+		Seq: p.Seq, TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon,
+	}
+	if p.AltM != nil {
+		e.AltM = p.AltM
+		e.AltRef = p.Ref()
+	}
+	return e
+}
