@@ -1,0 +1,139 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Dispatcher drains the outboxes of the partitions it is told to run.
+type Dispatcher struct {
+	cfg   Config
+	rdb   redis.UniversalClient
+	kafka *KafkaOutput
+	m     *metrics
+
+	mu      sync.Mutex
+	running map[int]bool
+}
+
+// NewDispatcher checks cfg (after defaults) and registers the metrics. kafka
+// may be nil for no Kafka output (tests, webhook-only deployments). rdb
+// should be a client of its own (see the package doc).
+func NewDispatcher(cfg Config, rdb redis.UniversalClient, kafka *KafkaOutput) (*Dispatcher, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	if kafka != nil && (kafka.NewProducer == nil || kafka.Tail == nil) {
+		return nil, fmt.Errorf("%w: KafkaOutput needs NewProducer and Tail", ErrInvalidConfig)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: register metrics: %w", err)
+	}
+	return &Dispatcher{cfg: cfg, rdb: rdb, kafka: kafka, m: m, running: make(map[int]bool)}, nil
+}
+
+// output is one output of one partition.
+type output struct {
+	name      string // "kafka" or "webhook:<name>"
+	partition int
+	cfg       *Config
+	rdb       redis.UniversalClient
+	keys      keys
+	kafka     *KafkaOutput // Kafka output only
+	hook      Webhook      // webhook outputs only
+	m         outputMetrics
+	log       *slog.Logger
+	prog      progress
+}
+
+// Run drains partition's outbox into every output, each on its own
+// goroutine, until ctx ends; then it waits for them (the Kafka output closes
+// its producer, waiting for batches in flight) and returns nil. Outputs never
+// give up: errors are logged, counted and retried with backoff. Run returns
+// ErrRunning if the partition already runs in this Dispatcher.
+func (d *Dispatcher) Run(ctx context.Context, partition int) error {
+	if partition < 0 {
+		return fmt.Errorf("outbox: partition %d: must not be negative", partition)
+	}
+	d.mu.Lock()
+	if d.running[partition] {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrRunning, partition)
+	}
+	d.running[partition] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.running, partition)
+		d.mu.Unlock()
+	}()
+
+	k := newKeys(d.cfg.Prefix, d.cfg.Topic, partition)
+	pl := strconv.Itoa(partition)
+	newOutput := func(name string) *output {
+		return &output{
+			name: name, partition: partition, cfg: &d.cfg, rdb: d.rdb, keys: k,
+			m:   d.m.output(pl, name),
+			log: d.cfg.Logger.With("component", "outbox", "partition", partition, "output", name),
+		}
+	}
+	var outs []*output
+	var wg sync.WaitGroup
+	if d.kafka != nil {
+		o := newOutput(kafkaOutputName)
+		o.kafka = d.kafka
+		outs = append(outs, o)
+		wg.Go(func() { o.runKafka(ctx) })
+	}
+	for _, h := range d.cfg.Webhooks {
+		o := newOutput("webhook:" + h.Name)
+		o.hook = h
+		outs = append(outs, o)
+		wg.Go(func() { o.runWebhook(ctx) })
+	}
+	wg.Go(func() { d.trackLag(ctx, k, outs) })
+	wg.Wait()
+	return nil
+}
+
+// trackLag refreshes the lag gauges every LagInterval.
+func (d *Dispatcher) trackLag(ctx context.Context, k keys, outs []*output) {
+	bases := make([]lagBase, len(outs))
+	for {
+		if !sleep(ctx, d.cfg.LagInterval) {
+			return
+		}
+		added, err := entriesAdded(ctx, d.rdb, k.outbox())
+		if err != nil {
+			continue
+		}
+		for i, o := range outs {
+			gen, start, advanced := o.prog.snapshot()
+			if gen == 0 {
+				continue // not started yet
+			}
+			if bases[i].gen != gen {
+				a0, c0, err := measureBase(ctx, d.rdb, k.outbox(), start)
+				if err != nil {
+					continue
+				}
+				bases[i] = lagBase{gen: gen, added: a0, count: c0}
+				if added < a0 {
+					added = a0
+				}
+			}
+			b := bases[i]
+			o.m.lag.Set(float64(max(0, b.count+(added-b.added)-advanced)))
+		}
+	}
+}

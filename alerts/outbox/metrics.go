@@ -1,0 +1,96 @@
+package outbox
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are labelled by partition and output ("kafka", "webhook:<name>").
+type metrics struct {
+	delivered   *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	deadLetters *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	lag         *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	labels := []string{"partition", "output"}
+	m := &metrics{
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "delivered_total",
+			Help: "Outbox entries delivered: acknowledged by Kafka, or answered 2xx by a webhook.",
+		}, labels),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "retries_total",
+			Help: "Attempts after the first: webhook POSTs retried, Kafka batches re-read from the topic's tail after an error.",
+		}, labels),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "dead_letters_total",
+			Help: "Entries written to the output's dead-letter stream (permanent 4xx, or attempts exhausted).",
+		}, labels),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "errors_total",
+			Help: "Failed operations of an output (produce, Redis, tail read) that it backs off from and retries.",
+		}, labels),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "lag_entries",
+			Help: "Outbox entries appended but not yet delivered (or dead-lettered) by the output.",
+		}, labels),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.delivered, err = register(reg, m.delivered)
+	if err != nil {
+		return nil, err
+	}
+	if m.retries, err = register(reg, m.retries); err != nil {
+		return nil, err
+	}
+	if m.deadLetters, err = register(reg, m.deadLetters); err != nil {
+		return nil, err
+	}
+	if m.errors, err = register(reg, m.errors); err != nil {
+		return nil, err
+	}
+	if m.lag, err = register(reg, m.lag); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// the same name, so two dispatchers may share a registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	var zero C
+	return zero, err
+}
+
+// outputMetrics are one output's children of the vectors.
+type outputMetrics struct {
+	delivered, retries, deadLetters, errors prometheus.Counter
+	lag                                     prometheus.Gauge
+}
+
+func (m *metrics) output(partition, output string) outputMetrics {
+	return outputMetrics{
+		delivered:   m.delivered.WithLabelValues(partition, output),
+		retries:     m.retries.WithLabelValues(partition, output),
+		deadLetters: m.deadLetters.WithLabelValues(partition, output),
+		errors:      m.errors.WithLabelValues(partition, output),
+		lag:         m.lag.WithLabelValues(partition, output),
+	}
+}

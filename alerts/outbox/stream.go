@@ -1,0 +1,196 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// keys are the Redis keys of one partition (see the package doc).
+type keys struct{ tag string }
+
+func newKeys(prefix, topic string, partition int) keys {
+	return keys{tag: fmt.Sprintf("{%s:%s:%d}", prefix, topic, partition)}
+}
+
+func (k keys) outbox() string              { return k.tag + ":outbox" }
+func (k keys) cursor(output string) string { return k.tag + ":cursor:" + output }
+func (k keys) dead(output string) string   { return k.tag + ":dead:" + output }
+
+// entry is one outbox stream entry.
+type entry struct {
+	ID      string // stream id
+	EventID string
+	Event   []byte
+}
+
+// startID is the id XREAD starts after when an output has delivered nothing.
+const startID = "0-0"
+
+// readEntries returns up to count entries after id, waiting up to block for
+// the first one. It returns no entries and no error when none came.
+func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, after string, count int, block time.Duration) ([]entry, error) {
+	res, err := rdb.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{stream, after},
+		Count:   int64(count),
+		Block:   block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: xread %s: %w", stream, err)
+	}
+	var out []entry
+	for _, s := range res {
+		for _, m := range s.Messages {
+			out = append(out, toEntry(m))
+		}
+	}
+	return out, nil
+}
+
+func toEntry(m redis.XMessage) entry {
+	e := entry{ID: m.ID}
+	if v, ok := m.Values["event_id"].(string); ok {
+		e.EventID = v
+	}
+	if v, ok := m.Values["event"].(string); ok {
+		e.Event = []byte(v)
+	}
+	return e
+}
+
+// parseID splits a stream id "ms-seq".
+func parseID(id string) (ms, seq uint64, err error) {
+	a, b, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("outbox: stream id %q: want ms-seq", id)
+	}
+	if ms, err = strconv.ParseUint(a, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("outbox: stream id %q: %w", id, err)
+	}
+	if seq, err = strconv.ParseUint(b, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("outbox: stream id %q: %w", id, err)
+	}
+	return ms, seq, nil
+}
+
+// advanceScript sets the cursor KEYS[1] to ARGV[1] unless it already is at or
+// past it (a zombie or a late retry never moves a cursor back) and, when
+// KEYS[2] is given, appends the dead letter ARGV[2..] (field, value pairs) to
+// it in the same atomic step. Returns 1 if the cursor moved.
+var advanceScript = redis.NewScript(`
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+if KEYS[2] then
+  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
+end
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local cms, cseq = parse(cur)
+  local nms, nseq = parse(ARGV[1])
+  if cms and (cms > nms or (cms == nms and cseq >= nseq)) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+`)
+
+// advance moves output's cursor to id, appending dead (field, value pairs)
+// to the output's dead-letter stream first when dead is not nil.
+func advance(ctx context.Context, rdb redis.UniversalClient, k keys, output, id string, dead []any) error {
+	ks := []string{k.cursor(output)}
+	args := []any{id}
+	if dead != nil {
+		ks = append(ks, k.dead(output))
+		args = append(args, dead...)
+	}
+	if err := advanceScript.Run(ctx, rdb, ks, args...).Err(); err != nil {
+		return fmt.Errorf("outbox: advance %s to %s: %w", output, id, err)
+	}
+	return nil
+}
+
+// progress is what an output tells the lag tracker: the id it (re)started
+// after, and how many entries it has passed since.
+type progress struct {
+	mu       sync.Mutex
+	gen      int // incremented at each (re)start
+	start    string
+	advanced int64
+}
+
+func (p *progress) restart(after string) {
+	p.mu.Lock()
+	p.gen++
+	p.start = after
+	p.advanced = 0
+	p.mu.Unlock()
+}
+
+func (p *progress) add(n int) {
+	p.mu.Lock()
+	p.advanced += int64(n)
+	p.mu.Unlock()
+}
+
+func (p *progress) snapshot() (gen int, start string, advanced int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen, p.start, p.advanced
+}
+
+// lagBase relates an output's start id to the stream's entries-added counter:
+// count entries lay after start when the counter read added.
+type lagBase struct {
+	gen          int
+	added, count int64
+}
+
+// measureBase counts the entries after start, up to the last id generated
+// when entries-added was read, paging through the stream. It costs one pass
+// over the output's backlog, once per (re)start.
+func measureBase(ctx context.Context, rdb redis.UniversalClient, stream, start string) (added, count int64, err error) {
+	info, err := rdb.XInfoStream(ctx, stream).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("outbox: xinfo %s: %w", stream, err)
+	}
+	end := info.LastGeneratedID
+	from := "(" + start
+	for {
+		msgs, err := rdb.XRangeN(ctx, stream, from, end, 1000).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("outbox: xrange %s: %w", stream, err)
+		}
+		count += int64(len(msgs))
+		if len(msgs) < 1000 {
+			return info.EntriesAdded, count, nil
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// entriesAdded reads the stream's entries-added counter (0 if it does not exist).
+func entriesAdded(ctx context.Context, rdb redis.UniversalClient, stream string) (int64, error) {
+	info, err := rdb.XInfoStream(ctx, stream).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("outbox: xinfo %s: %w", stream, err)
+	}
+	return info.EntriesAdded, nil
+}
