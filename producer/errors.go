@@ -112,7 +112,8 @@ const (
 	outcomeDuplicate         // DUPLICATE_SEQUENCE_NUMBER: already written
 	outcomeRetry             // retriable; the batch may or may not have been written
 	outcomeRetryMeta         // retriable after a metadata refresh (leader moved)
-	outcomeSequence          // session lost continuity: fail the batch, bump the epoch
+	outcomeSequence          // the broker lost our sequence: fail the batch, bump the epoch
+	outcomeFenced            // the broker holds a newer epoch of our id: fail the batch, get a new id
 	outcomeRejected          // not written, will never be: fail the batch
 )
 
@@ -137,8 +138,10 @@ func classify(err error) outcome {
 		switch ke {
 		case codeDuplicateSequence:
 			return outcomeDuplicate
-		case codeOutOfOrderSequence, codeInvalidProducerEpoch, codeUnknownProducerID, codeProducerFenced:
+		case codeOutOfOrderSequence, codeUnknownProducerID:
 			return outcomeSequence
+		case codeInvalidProducerEpoch, codeProducerFenced:
+			return outcomeFenced
 		case kafka.NotLeaderForPartition, kafka.LeaderNotAvailable, kafka.UnknownTopicOrPartition,
 			kafka.FencedLeaderEpoch, kafka.UnknownLeaderEpoch, kafka.BrokerNotAvailable,
 			kafka.ReplicaNotAvailable, kafka.KafkaStorageError:

@@ -56,7 +56,11 @@ func readAllRecords(t testing.TB, brokers []string, topic string, partitions int
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 20 * time.Second}
+	// A transport of its own: kafka-go's shared DefaultTransport may hold a
+	// metadata snapshot from before the topic was created.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 20 * time.Second, Transport: tr}
 	var out []fetched
 	for pt := 0; pt < partitions; pt++ {
 		offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(pt)}}})

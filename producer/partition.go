@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -252,6 +253,9 @@ type sendResult struct {
 	// trusted (the batch may or may not be in the log, or the broker said the
 	// session lost continuity): the epoch must change before the next batch.
 	bump bool
+	// reinit: the broker has a newer epoch of our producer id (something
+	// else produced with it): bumping our epoch could collide; get a new id.
+	reinit bool
 }
 
 // sendBatch sends b until it is acknowledged or fails for good. Every attempt
@@ -294,6 +298,10 @@ func (p *Producer) sendBatch(partition int, b *batch) sendResult {
 				"partition", partition, "base_sequence", b.baseSeq, "producer_id", b.session.producerID,
 				"epoch", b.session.epoch, "error", err)
 			return sendResult{err: fmt.Errorf("%w: %w", ErrSequence, err), bump: true}
+		case outcomeFenced:
+			p.log.Warn("broker has a newer epoch of our producer id, failing the batch and getting a new id",
+				"partition", partition, "producer_id", b.session.producerID, "epoch", b.session.epoch, "error", err)
+			return sendResult{err: fmt.Errorf("%w: %w", ErrSequence, err), bump: true, reinit: true}
 		case outcomeRejected:
 			return sendResult{err: fmt.Errorf("%w: %w", ErrRejected, err), bump: maybeWritten}
 		case outcomeRetryMeta:
@@ -332,15 +340,18 @@ func (p *Producer) settle(ps *partState, b *batch, res sendResult) {
 	p.failQueued(ps, fmt.Errorf("%w: %w", ErrAborted, res.err))
 	p.log.Warn("batch failed", "partition", ps.id, "records", b.records, "base_sequence", b.baseSeq, "error", res.err)
 	if res.bump && !errors.Is(res.err, ErrClosed) {
-		p.bumpEpoch(b.session)
+		p.bumpEpoch(b.session, res.reinit)
 	}
 }
 
-// bumpEpoch moves the producer to a new epoch (or a new id) after waiting
-// for every batch in flight to finish: sequences restart at 0 on every
-// partition, and nothing sent under the old epoch can be retried under the
-// new one (which the broker could not recognise as a duplicate).
-func (p *Producer) bumpEpoch(seen batchSession) {
+// bumpEpoch moves the producer to the next epoch of its id, as the Java
+// idempotent producer does (KIP-360: the broker accepts a higher epoch
+// starting at sequence 0 and fences the old one), or to a new id when the
+// epoch is exhausted or reinit is set. It first waits for every batch in
+// flight to finish: sequences restart at 0 on every partition, and nothing
+// sent under the old epoch may be retried under the new one, where the
+// broker could not recognise it as a duplicate.
+func (p *Producer) bumpEpoch(seen batchSession, reinit bool) {
 	if !p.sess.requestBump(seen) {
 		return
 	}
@@ -348,11 +359,15 @@ func (p *Producer) bumpEpoch(seen batchSession) {
 		p.sess.finishBump(seen)
 		return
 	}
-	next, err := p.initWithRetry(p.ctx, seen)
-	if err != nil {
-		// Only when closing: every later send fails anyway.
-		p.sess.finishBump(seen)
-		return
+	next := batchSession{producerID: seen.producerID, epoch: seen.epoch + 1}
+	if reinit || seen.epoch == math.MaxInt16 {
+		// InitProducerId without a transactional id always returns a new id.
+		var err error
+		if next, err = p.initWithRetry(p.ctx); err != nil {
+			// Only when closing: every later send fails anyway.
+			p.sess.finishBump(seen)
+			return
+		}
 	}
 	p.stats.bumps.Add(1)
 	p.log.Info("producer epoch bumped", "producer_id", next.producerID, "epoch", next.epoch,

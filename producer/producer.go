@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*Producer, error) {
 		p.transport.CloseIdleConnections()
 		return nil, err
 	}
-	s, err := p.initWithRetry(ctx, newSession)
+	s, err := p.initWithRetry(ctx)
 	if err != nil {
 		p.transport.CloseIdleConnections()
 		return nil, err
@@ -140,22 +140,14 @@ func (p *Producer) partitionCount(ctx context.Context) (int, error) {
 
 // initWithRetry retries InitProducerId while the error is retriable (a
 // broker just started answers COORDINATOR_LOAD_IN_PROGRESS for a while).
-// When a bump of cur is refused (the broker forgot the id, or fenced it), it
-// asks for a new id instead: a new id starts fresh sequences, which is safe
-// because no batch is in flight.
-func (p *Producer) initWithRetry(ctx context.Context, cur batchSession) (batchSession, error) {
+func (p *Producer) initWithRetry(ctx context.Context) (batchSession, error) {
 	for attempt := 0; ; attempt++ {
-		s, err := p.initProducerID(ctx, cur)
+		s, err := p.initProducerID(ctx)
 		if err == nil {
 			return s, nil
 		}
 		var ke kafka.Error
 		if errors.As(err, &ke) && !ke.Temporary() && ke != codeConcurrentTxns {
-			if cur != newSession {
-				p.log.Warn("epoch bump refused, getting a new producer id", "error", err)
-				cur = newSession
-				continue
-			}
 			return batchSession{}, fmt.Errorf("producer: %w", err)
 		}
 		p.log.Debug("init producer id failed, retrying", "error", err, "attempt", attempt)

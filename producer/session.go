@@ -15,19 +15,20 @@ import (
 	"github.com/segmentio/kafka-go/protocol/initproducerid"
 )
 
-// initProducerID asks a broker for a producer id and epoch. With pid -1 and
-// epoch -1 it gets a new id; with the current pid and epoch (InitProducerId
-// v3+, KIP-360) it bumps the epoch of the same id.
+// initProducerID asks a broker for a new producer id (epoch 0), sending
+// producer id and epoch as -1.
 //
-// It talks to one broker directly over protocol.Conn instead of
-// kafka.Client.InitProducerID: kafka-go routes that request as a
-// TransactionalMessage, through a FindCoordinator lookup keyed by the
-// (empty) transactional id, which an idempotent producer does not need —
-// any broker answers an InitProducerId without a transactional id.
-func (p *Producer) initProducerID(ctx context.Context, cur batchSession) (batchSession, error) {
+// It talks to one broker directly over protocol.Conn. kafka-go's
+// Client.InitProducerID also works against the real broker (see
+// TestKafkaGoInitProducerIDOnRealBroker) but routes the request as a
+// TransactionalMessage through a FindCoordinator lookup keyed by the empty
+// transactional id, an extra round trip whose answer an idempotent producer
+// does not need: any broker answers an InitProducerId without a
+// transactional id, and for such a request it always allocates a new id.
+func (p *Producer) initProducerID(ctx context.Context) (batchSession, error) {
 	var errs []error
 	for _, addr := range p.cfg.Brokers {
-		s, err := p.initProducerIDAt(ctx, addr, cur)
+		s, err := p.initProducerIDAt(ctx, addr)
 		if err == nil {
 			return s, nil
 		}
@@ -39,7 +40,7 @@ func (p *Producer) initProducerID(ctx context.Context, cur batchSession) (batchS
 	return batchSession{}, fmt.Errorf("init producer id: %w", errors.Join(errs...))
 }
 
-func (p *Producer) initProducerIDAt(ctx context.Context, addr string, cur batchSession) (batchSession, error) {
+func (p *Producer) initProducerIDAt(ctx context.Context, addr string) (batchSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
 	conn, err := p.cfg.Dial(ctx, "tcp", addr)
@@ -71,16 +72,12 @@ func (p *Producer) initProducerIDAt(ctx context.Context, addr string, cur batchS
 		versions[key] = key.SelectVersion(k.MinVersion, k.MaxVersion)
 	}
 	pc.SetVersions(versions)
-	if cur.producerID >= 0 && versions[protocol.InitProducerId] < 3 {
-		// The broker cannot bump an epoch: get a new id instead.
-		cur = batchSession{producerID: -1, epoch: -1}
-	}
 
 	m, err = pc.RoundTrip(&initproducerid.Request{
 		TransactionalID:      "", // null: idempotent, not transactional
 		TransactionTimeoutMs: math.MaxInt32,
-		ProducerID:           cur.producerID,
-		ProducerEpoch:        cur.epoch,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
 	})
 	if err != nil {
 		return batchSession{}, err
@@ -91,9 +88,6 @@ func (p *Producer) initProducerIDAt(ctx context.Context, addr string, cur batchS
 	}
 	return batchSession{producerID: res.ProducerID, epoch: res.ProducerEpoch}, nil
 }
-
-// newSession is batchSession{-1, -1}: what InitProducerId takes for "a new id".
-var newSession = batchSession{producerID: -1, epoch: -1}
 
 // session is the producer id and epoch every batch carries, and the gate
 // that keeps batches from being sent while the epoch changes.
