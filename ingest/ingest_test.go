@@ -132,14 +132,14 @@ func TestPostTelemetry(t *testing.T) {
 		{name: "json array", contentType: "application/json",
 			body: "[" + rec("UAV-1", 1) + ",\n" + rec("UAV-1", 2) + "," + rec("UAV-2", 1) + "]", wantCode: 202, wantRecords: 3},
 		{name: "unknown fields ignored", contentType: ndjson,
-			body: `{"drone_id":"X","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"battery":0.5,"extra":{"a":[1]}}`,
+			body:     `{"drone_id":"X","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"battery":0.5,"extra":{"a":[1]}}`,
 			wantCode: 202, wantRecords: 1},
 
 		{name: "ndjson bad lat names line and field", contentType: ndjson,
-			body: rec("UAV-1", 1) + "\n\n" + strings.Replace(rec("UAV-1", 2), "51.4706", "91", 1) + "\n",
+			body:     rec("UAV-1", 1) + "\n\n" + strings.Replace(rec("UAV-1", 2), "51.4706", "91", 1) + "\n",
 			wantCode: 400, wantErrors: []LineError{{Line: 3, Field: "lat", Error: "must be between -90 and 90"}}},
 		{name: "ndjson every bad line listed", contentType: ndjson,
-			body: `{"seq":1}` + "\n" + rec("UAV-1", 1) + "\n" + `not json` + "\n" + strings.Replace(rec("B", 1), `"seq":1`, `"seq":"x"`, 1),
+			body:     `{"seq":1}` + "\n" + rec("UAV-1", 1) + "\n" + `not json` + "\n" + strings.Replace(rec("B", 1), `"seq":1`, `"seq":"x"`, 1),
 			wantCode: 400, wantErrors: []LineError{
 				{Line: 1, Field: "drone_id", Error: "required"},
 				{Line: 3, Field: "", Error: "malformed JSON at byte 2: invalid character 'o' in literal null (expecting 'u')"},

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nofly-dev/nofly/ingest"
+)
+
+// Config is the configuration of every subcommand: Kafka, the topic, the
+// HTTP intake and logging. Flags fill it, each with an environment variable
+// as fallback (a flag given on the command line wins); Validate names the
+// bad field.
+type Config struct {
+	Brokers     []string // NOFLY_KAFKA_BROKERS
+	Topic       string   // NOFLY_TELEMETRY_TOPIC
+	Partitions  int      // NOFLY_TELEMETRY_PARTITIONS
+	Replication int      // NOFLY_TELEMETRY_REPLICATION, -1 = the broker's default.replication.factor
+
+	Addr            string        // NOFLY_INGEST_ADDR
+	MaxBodyBytes    int64         // NOFLY_INGEST_MAX_BODY_BYTES
+	MaxRecords      int           // NOFLY_INGEST_MAX_RECORDS
+	MaxLineBytes    int           // NOFLY_INGEST_MAX_LINE_BYTES
+	ProduceTimeout  time.Duration // NOFLY_INGEST_PRODUCE_TIMEOUT
+	RetryAfter      time.Duration // NOFLY_INGEST_RETRY_AFTER
+	ShutdownTimeout time.Duration // NOFLY_INGEST_SHUTDOWN_TIMEOUT
+
+	LogLevel string // NOFLY_LOG_LEVEL: debug, info, warn, error
+}
+
+// DefaultConfig returns the defaults: a local single-node broker, 12
+// partitions, :8080.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:         []string{"127.0.0.1:9092"},
+		Topic:           "telemetry.positions",
+		Partitions:      12,
+		Replication:     -1,
+		Addr:            ":8080",
+		MaxBodyBytes:    ingest.DefaultMaxBodyBytes,
+		MaxRecords:      ingest.DefaultMaxRecords,
+		MaxLineBytes:    ingest.DefaultMaxLineBytes,
+		ProduceTimeout:  ingest.DefaultProduceTimeout,
+		RetryAfter:      ingest.DefaultRetryAfter,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+	}
+}
+
+// ErrConfig is wrapped by every Validate error.
+var ErrConfig = errors.New("invalid configuration")
+
+func badField(field, msg string) error {
+	f := fieldFlags[field]
+	return fmt.Errorf("%w: %s (--%s, %s): %s", ErrConfig, field, f.flag, f.env, msg)
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return badField("Brokers", "at least one host:port is required")
+	}
+	for _, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return badField("Brokers", fmt.Sprintf("%q is not host:port", b))
+		}
+	}
+	switch {
+	case c.Topic == "" || len(c.Topic) > 249 || strings.Trim(c.Topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+		return badField("Topic", fmt.Sprintf("%q is not a Kafka topic name (1-249 of [a-zA-Z0-9._-])", c.Topic))
+	case c.Partitions < 1:
+		return badField("Partitions", "must be at least 1")
+	case c.Replication == 0 || c.Replication < -1:
+		return badField("Replication", "must be at least 1, or -1 for the broker's default")
+	case c.Addr == "":
+		return badField("Addr", "required")
+	case c.MaxBodyBytes < 1:
+		return badField("MaxBodyBytes", "must be at least 1")
+	case c.MaxRecords < 1:
+		return badField("MaxRecords", "must be at least 1")
+	case c.MaxLineBytes < 64:
+		return badField("MaxLineBytes", "must be at least 64 (a record is ~200 bytes)")
+	case c.ProduceTimeout <= 0:
+		return badField("ProduceTimeout", "must be positive")
+	case c.RetryAfter < time.Second:
+		return badField("RetryAfter", "must be at least 1s (Retry-After is in whole seconds)")
+	case c.ShutdownTimeout < c.ProduceTimeout:
+		return badField("ShutdownTimeout", fmt.Sprintf("must be at least ProduceTimeout (%v), so in-flight requests can finish", c.ProduceTimeout))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return badField("LogLevel", err.Error())
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	return l, nil
+}
+
+// fieldFlags names the flag and environment variable of each field, for
+// messages and for README's table (TestReadmeTable keeps them in step).
+var fieldFlags = map[string]struct{ flag, env string }{
+	"Brokers":         {"brokers", "NOFLY_KAFKA_BROKERS"},
+	"Topic":           {"topic", "NOFLY_TELEMETRY_TOPIC"},
+	"Partitions":      {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
+	"Replication":     {"replication", "NOFLY_TELEMETRY_REPLICATION"},
+	"Addr":            {"addr", "NOFLY_INGEST_ADDR"},
+	"MaxBodyBytes":    {"max-body-bytes", "NOFLY_INGEST_MAX_BODY_BYTES"},
+	"MaxRecords":      {"max-records", "NOFLY_INGEST_MAX_RECORDS"},
+	"MaxLineBytes":    {"max-line-bytes", "NOFLY_INGEST_MAX_LINE_BYTES"},
+	"ProduceTimeout":  {"produce-timeout", "NOFLY_INGEST_PRODUCE_TIMEOUT"},
+	"RetryAfter":      {"retry-after", "NOFLY_INGEST_RETRY_AFTER"},
+	"ShutdownTimeout": {"shutdown-timeout", "NOFLY_INGEST_SHUTDOWN_TIMEOUT"},
+	"LogLevel":        {"log-level", "NOFLY_LOG_LEVEL"},
+}
+
+// flagSet is a flag.FlagSet whose flags may fall back to an environment
+// variable.
+type flagSet struct {
+	*flag.FlagSet
+	env map[string]string // flag name -> variable
+}
+
+func newFlagSet(name string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	return &flagSet{FlagSet: fs, env: map[string]string{}}
+}
+
+// field registers the flag of a Config field (see fieldFlags).
+func (f *flagSet) field(field string, register func(name, usage string), usage string) {
+	ff := fieldFlags[field]
+	f.env[ff.flag] = ff.env
+	register(ff.flag, usage+" (env "+ff.env+")")
+}
+
+// kafkaFlags registers the fields every subcommand shares.
+func (f *flagSet) kafkaFlags(c *Config) {
+	f.field("Brokers", func(n, u string) { f.Var((*listFlag)(&c.Brokers), n, u) }, "Kafka bootstrap brokers, comma separated host:port")
+	f.field("Topic", func(n, u string) { f.StringVar(&c.Topic, n, c.Topic, u) }, "telemetry topic")
+	f.field("Partitions", func(n, u string) { f.IntVar(&c.Partitions, n, c.Partitions, u) }, "partition count the topic is created with, and must have")
+	f.field("Replication", func(n, u string) { f.IntVar(&c.Replication, n, c.Replication, u) }, "replication factor the topic is created with; -1 = broker default")
+	f.field("LogLevel", func(n, u string) { f.StringVar(&c.LogLevel, n, c.LogLevel, u) }, "log level: debug, info, warn, error")
+}
+
+// serveFlags registers the fields of the HTTP intake.
+func (f *flagSet) serveFlags(c *Config) {
+	f.field("Addr", func(n, u string) { f.StringVar(&c.Addr, n, c.Addr, u) }, "HTTP listen address")
+	f.field("MaxBodyBytes", func(n, u string) { f.Int64Var(&c.MaxBodyBytes, n, c.MaxBodyBytes, u) }, "largest request body in bytes (413 beyond)")
+	f.field("MaxRecords", func(n, u string) { f.IntVar(&c.MaxRecords, n, c.MaxRecords, u) }, "most records in one request (413 beyond)")
+	f.field("MaxLineBytes", func(n, u string) { f.IntVar(&c.MaxLineBytes, n, c.MaxLineBytes, u) }, "longest NDJSON line / JSON array element in bytes (400 naming the line beyond)")
+	f.field("ProduceTimeout", func(n, u string) { f.DurationVar(&c.ProduceTimeout, n, c.ProduceTimeout, u) }, "longest wait for Kafka's acknowledgement of a request (503 beyond)")
+	f.field("RetryAfter", func(n, u string) { f.DurationVar(&c.RetryAfter, n, c.RetryAfter, u) }, "Retry-After of a 503")
+	f.field("ShutdownTimeout", func(n, u string) { f.DurationVar(&c.ShutdownTimeout, n, c.ShutdownTimeout, u) }, "how long a SIGTERM waits for in-flight requests and queued records")
+}
+
+// parse applies the environment, then the command line.
+func (f *flagSet) parse(args []string, getenv func(string) string) error {
+	names := make([]string, 0, len(f.env))
+	for n := range f.env {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		env := f.env[n]
+		if v := getenv(env); v != "" {
+			if err := f.Set(n, v); err != nil {
+				return fmt.Errorf("%w: %s=%q: %v", ErrConfig, env, v, err)
+			}
+		}
+	}
+	return f.Parse(args)
+}
+
+// listFlag is a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
