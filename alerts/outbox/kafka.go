@@ -239,6 +239,12 @@ func (o *output) runKafka(ctx context.Context) {
 			}
 			after, synced = id, true
 			o.prog.restart(after)
+			// Catch the advisory cursor up (a crash may have come between an
+			// ack and its update).
+			if err := advance(ctx, o.rdb, o.keys, o.name, after, nil); err != nil && ctx.Err() == nil {
+				o.m.errors.Inc()
+				o.log.Warn("kafka output: save cursor", "error", err)
+			}
 			o.log.Info("kafka output resumes", "after", after)
 		}
 		entries, err := readEntries(ctx, o.rdb, o.keys.outbox(), after, o.cfg.BatchSize, o.cfg.Block)
