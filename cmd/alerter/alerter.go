@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/geofence"
+)
+
+// Alerter is the live consumer: a kafka-go ConsumerGroup whose generations
+// start one goroutine per assigned partition; each runs an alerts.Engine
+// over its own kafka.Reader (no group: offsets are ours) and commits every
+// batch to Redis in one script before committing the offset to Kafka.
+type Alerter struct {
+	cfg     Config
+	log     *slog.Logger
+	store   dedup.Store
+	zones   *geofence.Current
+	m       *metrics
+	running atomic.Int32 // partitions running now
+	joined  atomic.Bool
+}
+
+// NewAlerter returns an alerter over store with the zone holder zones.
+func NewAlerter(cfg Config, store dedup.Store, zones *geofence.Current, m *metrics, log *slog.Logger) *Alerter {
+	return &Alerter{cfg: cfg, log: log, store: store, zones: zones, m: m}
+}
+
+// loadZones reads the zone file and builds its index.
+func loadZones(path string) (*geofence.Index, error) {
+	set, err := geofence.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load zones: %w", err)
+	}
+	ix, err := geofence.NewIndex(set)
+	if err != nil {
+		return nil, fmt.Errorf("index zones %s: %w", path, err)
+	}
+	return ix, nil
+}
+
+// ensureTopic creates the topic with cfg.Partitions partitions unless it
+// exists, and waits until every partition has a leader.
+func ensureTopic(ctx context.Context, cfg Config) error {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 15 * time.Second, Transport: tr}
+	deadline := time.Now().Add(60 * time.Second)
+	created := false
+	for {
+		err := func() error {
+			if !created {
+				res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+					Topic: cfg.Topic, NumPartitions: cfg.Partitions, ReplicationFactor: -1}}})
+				if err != nil {
+					return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+				}
+				if err := res.Errors[cfg.Topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+					return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+				}
+				created = true
+			}
+			md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{cfg.Topic}})
+			if err != nil {
+				return err
+			}
+			if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
+				return fmt.Errorf("topic %s not in metadata yet", cfg.Topic)
+			}
+			for _, p := range md.Topics[0].Partitions {
+				if p.Error != nil || p.Leader.Host == "" {
+					return fmt.Errorf("topic %s partition %d has no leader yet", cfg.Topic, p.ID)
+				}
+			}
+			return nil
+		}()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type slogKafka struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func (l slogKafka) Printf(format string, args ...any) {
+	l.log.Log(context.Background(), l.level, fmt.Sprintf(format, args...), "component", "kafka-go")
+}
+
+// Run consumes until ctx ends.
+func (a *Alerter) Run(ctx context.Context) error {
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                a.cfg.Group,
+		Brokers:           a.cfg.Brokers,
+		Topics:            []string{a.cfg.Topic},
+		HeartbeatInterval: a.cfg.HeartbeatInterval,
+		SessionTimeout:    a.cfg.SessionTimeout,
+		RebalanceTimeout:  a.cfg.RebalanceTimeout,
+		JoinGroupBackoff:  time.Second,
+		StartOffset:       kafka.FirstOffset,
+		// WatchPartitionChanges is off: a partition count change moves
+		// drones between partitions, which docs/exactly-once.md rules out.
+		ErrorLogger: slogKafka{a.log, slog.LevelWarn},
+	})
+	if err != nil {
+		return fmt.Errorf("consumer group: %w", err)
+	}
+	defer cg.Close()
+	for {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, kafka.ErrGroupClosed) {
+				return err
+			}
+			a.log.Warn("join consumer group", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		a.joined.Store(true)
+		parts := gen.Assignments[a.cfg.Topic]
+		ids := make([]int, len(parts))
+		for i, p := range parts {
+			ids[i] = p.ID
+		}
+		a.log.Info("assigned", "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
+		for _, p := range parts {
+			gen.Start(func(gctx context.Context) { a.runPartition(gctx, gen, p.ID, p.Offset) })
+		}
+	}
+}
+
+// runPartition processes one partition for the generation's lifetime:
+// load, read, apply, commit; on an error of unknown outcome it reloads from
+// Redis and goes on; when fenced it stops (a later generation reloads).
+func (a *Alerter) runPartition(ctx context.Context, gen *kafka.Generation, partition int, committed int64) {
+	a.running.Add(1)
+	a.m.assigned.Inc()
+	defer func() { a.running.Add(-1); a.m.assigned.Dec() }()
+	log := a.log.With("partition", partition, "generation", gen.ID)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := a.consume(ctx, gen, partition, committed, log)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, dedup.ErrFenced) {
+			a.m.fenced.Inc()
+			log.Warn("fenced: another alerter owns the partition; stopping until the next assignment", "err", err)
+			return
+		}
+		log.Warn("partition loop failed; reloading from Redis", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (a *Alerter) consume(ctx context.Context, gen *kafka.Generation, partition int, committed int64, log *slog.Logger) error {
+	snap, err := a.store.Load(ctx, partition)
+	if err != nil {
+		return err
+	}
+	eng, err := alerts.NewEngine(partition, snap)
+	if err != nil {
+		return err
+	}
+	start := snap.Applied + 1
+	if snap.Applied == dedup.NoVersion {
+		start = committed // Kafka's committed offset, or FirstOffset
+		if start < 0 {
+			start = kafka.FirstOffset
+		}
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:     a.cfg.Brokers,
+		Topic:       a.cfg.Topic,
+		Partition:   partition,
+		MinBytes:    1,
+		MaxBytes:    8 << 20,
+		MaxWait:     250 * time.Millisecond,
+		ErrorLogger: slogKafka{log, slog.LevelWarn},
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		return fmt.Errorf("seek to %d: %w", start, err)
+	}
+	log.Info("partition started", "applied", snap.Applied, "from", start, "drones", len(snap.Drones))
+	recs := make([]alerts.Record, 0, a.cfg.Batch)
+	for {
+		recs, err = fetchBatch(ctx, r, recs[:0], a.cfg.Batch, a.cfg.Linger)
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		out := eng.Apply(a.zones.Load(), recs)
+		if out == nil {
+			continue
+		}
+		for _, b := range out.Bad {
+			log.Warn("skipping a bad record", "offset", b.Offset, "err", b.Err)
+		}
+		// The commit is not cut short by the end of the generation: the
+		// goroutine (and so the rejoin) waits for its outcome, so the next
+		// owner loads after it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		res, err := a.store.Commit(cctx, partition, out.Expected, out.Batch)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, dedup.ErrFenced) {
+				a.m.commitErrs.Inc()
+			}
+			return err // the engine is now ahead of Redis: discard it
+		}
+		a.m.observe(out, res, time.Since(began))
+		if res.Suppressed > 0 {
+			log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
+		}
+		// Kafka's committed offset follows Redis, never leads it.
+		if err := gen.CommitOffsets(map[string]map[int]int64{a.cfg.Topic: {partition: out.Batch.Applied + 1}}); err != nil && ctx.Err() == nil {
+			log.Debug("commit offset to kafka", "err", err)
+		}
+	}
+}
+
+// fetchBatch appends up to n records to recs: it waits for the first as
+// long as ctx allows, then at most linger for the rest.
+func fetchBatch(ctx context.Context, r *kafka.Reader, recs []alerts.Record, n int, linger time.Duration) ([]alerts.Record, error) {
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return recs, err
+	}
+	recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+	if n == 1 {
+		return recs, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, linger)
+	defer cancel()
+	for len(recs) < n {
+		m, err := r.FetchMessage(lctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return recs, ctx.Err()
+			}
+			if lctx.Err() != nil {
+				return recs, nil
+			}
+			return recs, err
+		}
+		recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+	}
+	return recs, nil
+}
+
+// newRedisClient returns the store's client: no automatic retries, because
+// the outcome of a failed script is unknown and only a reload tells it.
+func newRedisClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+}

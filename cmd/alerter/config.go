@@ -1,0 +1,262 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/nofly-dev/nofly/dedup"
+)
+
+// Config is the alerter's configuration. Flags fill it, each with an
+// environment variable as fallback (a flag on the command line wins);
+// Validate names the bad field. README.md next to this file has the table.
+type Config struct {
+	Brokers    []string // NOFLY_KAFKA_BROKERS
+	Topic      string   // NOFLY_TELEMETRY_TOPIC
+	Partitions int      // NOFLY_TELEMETRY_PARTITIONS: the topic is created with it if missing
+	Group      string   // NOFLY_ALERTER_GROUP
+
+	RedisAddr   string        // NOFLY_REDIS_ADDR
+	RedisPrefix string        // NOFLY_REDIS_PREFIX
+	EventTTL    time.Duration // NOFLY_EVENT_TTL
+
+	Zones string // NOFLY_ZONES: GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
+
+	Batch  int           // NOFLY_ALERTER_BATCH: records per batch at most
+	Linger time.Duration // NOFLY_ALERTER_LINGER: how long a batch waits to fill after its first record
+
+	SessionTimeout    time.Duration // NOFLY_ALERTER_SESSION_TIMEOUT
+	HeartbeatInterval time.Duration // NOFLY_ALERTER_HEARTBEAT
+	RebalanceTimeout  time.Duration // NOFLY_ALERTER_REBALANCE_TIMEOUT
+
+	HTTPAddr string // NOFLY_ALERTER_HTTP: /metrics and /healthz; empty = off
+	LogLevel string // NOFLY_LOG_LEVEL
+}
+
+// DefaultConfig returns the defaults: local Kafka and Redis, 12 partitions,
+// batches of 500 records or 20 ms.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:           []string{"127.0.0.1:9092"},
+		Topic:             "telemetry.positions",
+		Partitions:        12,
+		Group:             "nofly-alerter",
+		RedisAddr:         "127.0.0.1:6379",
+		RedisPrefix:       dedup.DefaultPrefix,
+		EventTTL:          dedup.DefaultEventTTL,
+		Batch:             500,
+		Linger:            20 * time.Millisecond,
+		SessionTimeout:    10 * time.Second,
+		HeartbeatInterval: time.Second,
+		RebalanceTimeout:  30 * time.Second,
+		HTTPAddr:          ":9102",
+		LogLevel:          "info",
+	}
+}
+
+// ErrConfig is wrapped by every Validate error.
+var ErrConfig = errors.New("invalid configuration")
+
+func badField(field, msg string) error {
+	f := fieldFlags[field]
+	return fmt.Errorf("%w: %s (--%s, %s): %s", ErrConfig, field, f.flag, f.env, msg)
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return badField("Brokers", "at least one host:port is required")
+	}
+	for _, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return badField("Brokers", fmt.Sprintf("%q is not host:port", b))
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+		return badField("RedisAddr", fmt.Sprintf("%q is not host:port", c.RedisAddr))
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			return badField("HTTPAddr", fmt.Sprintf("%q is not host:port (empty turns it off)", c.HTTPAddr))
+		}
+	}
+	switch {
+	case c.Topic == "" || len(c.Topic) > 249 || strings.Trim(c.Topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+		return badField("Topic", fmt.Sprintf("%q is not a Kafka topic name", c.Topic))
+	case c.Partitions < 1:
+		return badField("Partitions", "must be at least 1")
+	case c.Group == "":
+		return badField("Group", "required")
+	case c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}"):
+		return badField("RedisPrefix", "required, without { or }")
+	case c.EventTTL < time.Minute:
+		return badField("EventTTL", "must be at least 1m (it must outlive any replay window)")
+	case c.Zones == "":
+		return badField("Zones", "a zone file is required")
+	case c.Batch < 1:
+		return badField("Batch", "must be at least 1")
+	case c.Linger < 0:
+		return badField("Linger", "must not be negative")
+	case c.HeartbeatInterval <= 0:
+		return badField("HeartbeatInterval", "must be positive")
+	case c.SessionTimeout < 3*c.HeartbeatInterval:
+		return badField("SessionTimeout", fmt.Sprintf("must be at least 3 heartbeats (%v)", 3*c.HeartbeatInterval))
+	case c.RebalanceTimeout < time.Second:
+		return badField("RebalanceTimeout", "must be at least 1s")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return badField("LogLevel", err.Error())
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	return l, nil
+}
+
+// fieldFlags names the flag and environment variable of each field.
+var fieldFlags = map[string]struct{ flag, env string }{
+	"Brokers":           {"brokers", "NOFLY_KAFKA_BROKERS"},
+	"Topic":             {"topic", "NOFLY_TELEMETRY_TOPIC"},
+	"Partitions":        {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
+	"Group":             {"group", "NOFLY_ALERTER_GROUP"},
+	"RedisAddr":         {"redis", "NOFLY_REDIS_ADDR"},
+	"RedisPrefix":       {"redis-prefix", "NOFLY_REDIS_PREFIX"},
+	"EventTTL":          {"event-ttl", "NOFLY_EVENT_TTL"},
+	"Zones":             {"zones", "NOFLY_ZONES"},
+	"Batch":             {"batch", "NOFLY_ALERTER_BATCH"},
+	"Linger":            {"linger", "NOFLY_ALERTER_LINGER"},
+	"SessionTimeout":    {"session-timeout", "NOFLY_ALERTER_SESSION_TIMEOUT"},
+	"HeartbeatInterval": {"heartbeat", "NOFLY_ALERTER_HEARTBEAT"},
+	"RebalanceTimeout":  {"rebalance-timeout", "NOFLY_ALERTER_REBALANCE_TIMEOUT"},
+	"HTTPAddr":          {"http", "NOFLY_ALERTER_HTTP"},
+	"LogLevel":          {"log-level", "NOFLY_LOG_LEVEL"},
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// flagSet is a flag.FlagSet whose flags fall back to environment variables.
+type flagSet struct {
+	*flag.FlagSet
+	env map[string]string // flag -> variable
+}
+
+func newFlagSet(name string) *flagSet {
+	return &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: map[string]string{}}
+}
+
+func (f *flagSet) field(c *Config, field, usage string) {
+	ff := fieldFlags[field]
+	f.env[ff.flag] = ff.env
+	usage += " (env " + ff.env + ")"
+	switch field {
+	case "Brokers":
+		f.Var((*listFlag)(&c.Brokers), ff.flag, usage)
+	case "Topic":
+		f.StringVar(&c.Topic, ff.flag, c.Topic, usage)
+	case "Partitions":
+		f.IntVar(&c.Partitions, ff.flag, c.Partitions, usage)
+	case "Group":
+		f.StringVar(&c.Group, ff.flag, c.Group, usage)
+	case "RedisAddr":
+		f.StringVar(&c.RedisAddr, ff.flag, c.RedisAddr, usage)
+	case "RedisPrefix":
+		f.StringVar(&c.RedisPrefix, ff.flag, c.RedisPrefix, usage)
+	case "EventTTL":
+		f.DurationVar(&c.EventTTL, ff.flag, c.EventTTL, usage)
+	case "Zones":
+		f.StringVar(&c.Zones, ff.flag, c.Zones, usage)
+	case "Batch":
+		f.IntVar(&c.Batch, ff.flag, c.Batch, usage)
+	case "Linger":
+		f.DurationVar(&c.Linger, ff.flag, c.Linger, usage)
+	case "SessionTimeout":
+		f.DurationVar(&c.SessionTimeout, ff.flag, c.SessionTimeout, usage)
+	case "HeartbeatInterval":
+		f.DurationVar(&c.HeartbeatInterval, ff.flag, c.HeartbeatInterval, usage)
+	case "RebalanceTimeout":
+		f.DurationVar(&c.RebalanceTimeout, ff.flag, c.RebalanceTimeout, usage)
+	case "HTTPAddr":
+		f.StringVar(&c.HTTPAddr, ff.flag, c.HTTPAddr, usage)
+	case "LogLevel":
+		f.StringVar(&c.LogLevel, ff.flag, c.LogLevel, usage)
+	default:
+		panic("no flag for field " + field)
+	}
+}
+
+// parse parses args, then fills every flag not on the command line from its
+// environment variable.
+func (f *flagSet) parse(args []string, getenv func(string) string) error {
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", ErrConfig, f.Arg(0))
+	}
+	set := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for name, env := range f.env {
+		if set[name] {
+			continue
+		}
+		if v := getenv(env); v != "" {
+			if err := f.Set(name, v); err != nil {
+				return fmt.Errorf("%w: %s=%q: %v", ErrConfig, env, v, err)
+			}
+		}
+	}
+	return nil
+}
+
+// parseConfig builds the serve configuration from args and the environment.
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	fs := newFlagSet("alerter")
+	for _, field := range []string{"Brokers", "Topic", "Partitions", "Group", "RedisAddr", "RedisPrefix", "EventTTL",
+		"Zones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout", "HTTPAddr", "LogLevel"} {
+		fs.field(&c, field, usages[field])
+	}
+	if err := fs.parse(args, getenv); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+var usages = map[string]string{
+	"Brokers":           "Kafka bootstrap brokers, comma separated host:port",
+	"Topic":             "telemetry topic",
+	"Partitions":        "partition count the topic is created with when missing",
+	"Group":             "consumer group id",
+	"RedisAddr":         "Redis host:port",
+	"RedisPrefix":       "first part of every Redis key's hash tag",
+	"EventTTL":          "lifetime of an event's unique key in Redis",
+	"Zones":             "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP",
+	"Batch":             "records per batch at most (one Redis round trip per batch)",
+	"Linger":            "how long a batch waits to fill after its first record",
+	"SessionTimeout":    "consumer group session timeout",
+	"HeartbeatInterval": "consumer group heartbeat interval",
+	"RebalanceTimeout":  "consumer group rebalance timeout",
+	"HTTPAddr":          "address of /metrics and /healthz; empty turns it off",
+	"LogLevel":          "debug, info, warn or error",
+}
