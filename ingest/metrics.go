@@ -97,7 +97,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		attrs := []slog.Attr{
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
-			slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000), slog.String("remote", r.RemoteAddr),
 		}
 		if o.records > 0 {
 			attrs = append(attrs, slog.Int("records", o.records))

@@ -52,12 +52,22 @@ type service struct {
 	api   *ingest.Server
 	prod  lazyProducer
 	admin *kafka.Client // topic creation and readiness; its own transport
+	// dial ensures the topic and makes the producer; tests replace it.
+	dial func(ctx context.Context) (kafkaProducer, error)
+}
+
+// kafkaProducer is what the service uses of *producer.Producer.
+type kafkaProducer interface {
+	Produce(ctx context.Context, recs []producer.Record) error
+	Stats() producer.Stats
+	Close(ctx context.Context) error
 }
 
 // newService listens on cfg.Addr and builds the handler. Kafka is reached
 // in run: the process serves /healthz (and 503s) while the broker is away.
 func newService(cfg Config, log *slog.Logger) (*service, error) {
 	s := &service{cfg: cfg, log: log}
+	s.dial = s.dialKafka
 	s.admin = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second,
 		Transport: &kafka.Transport{ClientID: "nofly-ingest-admin", MetadataTTL: 5 * time.Second}}
 	reg := prometheus.NewRegistry()
@@ -132,7 +142,7 @@ func (s *service) run(ctx context.Context) error {
 		s.log.Warn("in-flight requests did not finish in time", "error", err)
 		_ = s.http.Close()
 	}
-	if p := s.prod.p.Load(); p != nil {
+	if p := s.prod.get(); p != nil {
 		if err := p.Close(sctx); err != nil {
 			s.log.Warn("producer close", "error", err)
 		}
@@ -153,18 +163,14 @@ func (s *service) run(ctx context.Context) error {
 // relies on, would change under it.
 func (s *service) connect(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		err := ensureTopic(ctx, s.admin, s.cfg)
+		p, err := s.dial(ctx)
 		if errors.Is(err, errPartitionCount) {
 			return err
 		}
 		if err == nil {
-			var p *producer.Producer
-			p, err = producer.New(ctx, s.producerConfig())
-			if err == nil {
-				s.prod.p.Store(p)
-				s.log.Info("connected to kafka", "producer_id", p.Stats().ProducerID)
-				return nil
-			}
+			s.prod.set(p)
+			s.log.Info("connected to kafka", "producer_id", p.Stats().ProducerID)
+			return nil
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -179,15 +185,18 @@ func (s *service) connect(ctx context.Context) error {
 	}
 }
 
-func (s *service) producerConfig() producer.Config {
-	return producer.Config{Brokers: s.cfg.Brokers, Topic: s.cfg.Topic, ClientID: "nofly-ingest",
-		Logger: s.log}
+func (s *service) dialKafka(ctx context.Context) (kafkaProducer, error) {
+	if err := ensureTopic(ctx, s.admin, s.cfg); err != nil {
+		return nil, err
+	}
+	return producer.New(ctx, producer.Config{Brokers: s.cfg.Brokers, Topic: s.cfg.Topic,
+		ClientID: "nofly-ingest", Logger: s.log})
 }
 
 // ready: the producer is up and the broker answers metadata for the topic
 // with a leader for every partition.
 func (s *service) ready(ctx context.Context) error {
-	if s.prod.p.Load() == nil {
+	if s.prod.get() == nil {
 		return errors.New("not connected to kafka yet")
 	}
 	return topicReady(ctx, s.admin, s.cfg.Topic, 0)
@@ -238,12 +247,19 @@ func topicReady(ctx context.Context, c *kafka.Client, topic string, partitions i
 
 // lazyProducer is the producer once connect has made it; until then every
 // Produce fails as broker unavailable (503).
-type lazyProducer struct {
-	p atomic.Pointer[producer.Producer]
+type lazyProducer struct{ p atomic.Pointer[kafkaProducer] }
+
+func (l *lazyProducer) set(p kafkaProducer) { l.p.Store(&p) }
+
+func (l *lazyProducer) get() kafkaProducer {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (l *lazyProducer) Produce(ctx context.Context, recs []producer.Record) error {
-	p := l.p.Load()
+	p := l.get()
 	if p == nil {
 		return fmt.Errorf("%w: not connected to kafka yet", producer.ErrBrokerUnavailable)
 	}
@@ -251,7 +267,7 @@ func (l *lazyProducer) Produce(ctx context.Context, recs []producer.Record) erro
 }
 
 func (l *lazyProducer) Stats() producer.Stats {
-	if p := l.p.Load(); p != nil {
+	if p := l.get(); p != nil {
 		return p.Stats()
 	}
 	return producer.Stats{}
