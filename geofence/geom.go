@@ -1,9 +1,10 @@
 package geofence
 
 import (
+	"cmp"
 	"errors"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/paulmach/orb"
 )
@@ -23,6 +24,9 @@ var errWinding = errors.New("ring winds around a pole more than once")
 // winding in turns (0 for an ordinary ring, ±1 for a ring that goes once
 // around a pole).
 func unwrapRing(r orb.Ring) (orb.Ring, int) {
+	if _, crosses := unwrapCrosses(r); !crosses {
+		return r, 0 // nothing to unwrap: share the ring
+	}
 	out := make(orb.Ring, len(r))
 	if len(r) == 0 {
 		return out, 0
@@ -42,6 +46,39 @@ func unwrapRing(r orb.Ring) (orb.Ring, int) {
 	// Make the closing point exactly the first one again.
 	out[len(out)-1] = orb.Point{out[0][0] + float64(turns)*360, out[0][1]}
 	return out, turns
+}
+
+// unwrapCrosses reports whether some edge of r crosses the antimeridian
+// (longitudes more than 180° and less than 360° apart), and where.
+func unwrapCrosses(r orb.Ring) (int, bool) {
+	for i := 1; i < len(r); i++ {
+		if d := r[i][0] - r[i-1][0]; (d > 180 && d < 360) || (d < -180 && d > -360) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// ringBound is the bounding box of a ring (orb's Bound, faster).
+func ringBound(r orb.Ring) orb.Bound {
+	if len(r) == 0 {
+		return orb.Bound{}
+	}
+	x0, y0 := r[0][0], r[0][1]
+	x1, y1 := x0, y0
+	for _, p := range r[1:] {
+		if p[0] < x0 {
+			x0 = p[0]
+		} else if p[0] > x1 {
+			x1 = p[0]
+		}
+		if p[1] < y0 {
+			y0 = p[1]
+		} else if p[1] > y1 {
+			y1 = p[1]
+		}
+	}
+	return orb.Bound{Min: orb.Point{x0, y0}, Max: orb.Point{x1, y1}}
 }
 
 // frameRing returns the pieces of a ring, each within longitudes
@@ -107,7 +144,7 @@ func polarCap(u orb.Ring, turns int) orb.Ring {
 // splitWindows cuts an unwrapped ring at the antimeridian and shifts each
 // piece into [-180, 180].
 func splitWindows(u orb.Ring) []orb.Ring {
-	b := u.Bound()
+	b := ringBound(u)
 	if b.Min[0] >= -180 && b.Max[0] <= 180 {
 		return []orb.Ring{u}
 	}
@@ -176,6 +213,18 @@ func framePolygon(p orb.Polygon) ([]orb.Polygon, error) {
 	if len(p) == 0 {
 		return nil, nil
 	}
+	crossing := false
+	for _, r := range p {
+		if _, c := unwrapCrosses(r); c {
+			crossing = true
+			break
+		}
+	}
+	if !crossing {
+		// Rings within [-180, 180] that do not cross the antimeridian
+		// (nor go around a pole) are their own single piece.
+		return []orb.Polygon{p}, nil
+	}
 	outers, err := frameRing(p[0])
 	if err != nil {
 		return nil, err
@@ -191,9 +240,9 @@ func framePolygon(p orb.Polygon) ([]orb.Polygon, error) {
 	out := make([]orb.Polygon, 0, len(outers))
 	for _, o := range outers {
 		piece := orb.Polygon{o}
-		ob := o.Bound()
+		ob := ringBound(o)
 		for _, h := range holes {
-			if h.Bound().Intersects(ob) {
+			if ringBound(h).Intersects(ob) {
 				piece = append(piece, h)
 			}
 		}
@@ -265,12 +314,18 @@ func segDistM(ax, ay, bx, by float64) float64 {
 // touch or cross (a sweep over edges sorted by their west end).
 func ringSelfIntersects(r orb.Ring) bool {
 	// Drop repeated consecutive points: they are harmless.
-	pts := make([]orb.Point, 0, len(r))
-	for i, p := range r {
-		if i > 0 && p == pts[len(pts)-1] {
-			continue
+	pts := []orb.Point(r)
+	for i := 1; i < len(r); i++ {
+		if r[i] == r[i-1] {
+			pts = make([]orb.Point, 0, len(r))
+			for i, p := range r {
+				if i > 0 && p == pts[len(pts)-1] {
+					continue
+				}
+				pts = append(pts, p)
+			}
+			break
 		}
-		pts = append(pts, p)
 	}
 	n := len(pts) - 1 // edges
 	if n < 3 {
@@ -285,7 +340,7 @@ func ringSelfIntersects(r orb.Ring) bool {
 		a, b := pts[i], pts[i+1]
 		es[i] = edge{i, math.Min(a[0], b[0]), math.Max(a[0], b[0])}
 	}
-	sort.Slice(es, func(a, b int) bool { return es[a].minX < es[b].minX })
+	slices.SortFunc(es, func(a, b edge) int { return cmp.Compare(a.minX, b.minX) })
 	for a := 0; a < n; a++ {
 		ea := es[a]
 		for b := a + 1; b < n && es[b].minX <= ea.maxX; b++ {

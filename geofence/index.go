@@ -2,6 +2,7 @@ package geofence
 
 import (
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/paulmach/orb"
@@ -85,6 +86,21 @@ func NewIndex(set *ZoneSet) (*Index, error) {
 		always:  make([]bool, len(set.Zones)),
 		zparts:  make([]int32, len(set.Zones)+1),
 	}
+	verts, nparts := 0, 0
+	for _, z := range set.Zones {
+		for _, v := range z.Volumes {
+			nparts += 1 + len(v.Area)
+			for _, p := range v.Area {
+				for _, r := range p {
+					verts += len(r)
+				}
+			}
+		}
+	}
+	ix.parts = make([]part, 0, nparts+nparts/8)
+	ix.edges = make([]edge, 0, verts+verts/8)
+	ix.bandEdge = make([]uint32, 0, 2*verts)
+	ix.bandStart = make([]uint32, 0, verts/4+2*nparts)
 	for i, z := range set.Zones {
 		if z.Fingerprint == "" {
 			z.Fingerprint = z.ComputeFingerprint()
@@ -149,7 +165,7 @@ func (ix *Index) addVolume(zi int32, v *Volume) error {
 
 func (ix *Index) addPolygon(p part, poly orb.Polygon) {
 	p.kind = kindPolygon
-	b := poly[0].Bound()
+	b := ringBound(poly[0])
 	p.minX, p.minY, p.maxX, p.maxY = b.Min[0], b.Min[1], b.Max[0], b.Max[1]
 	p.edgeOff = int32(len(ix.edges))
 	for ri, r := range poly {
@@ -206,7 +222,7 @@ func (ix *Index) addPolygon(p part, poly orb.Polygon) {
 		}
 		ix.bandStart = append(ix.bandStart, start+counts[b])
 	}
-	ix.bandEdge = append(ix.bandEdge, make([]uint32, counts[nb])...)
+	ix.bandEdge = slices.Grow(ix.bandEdge, int(counts[nb]))[:int(start)+int(counts[nb])]
 	fill := make([]uint32, nb)
 	for ei, e := range edges {
 		if e.y1 == e.y2 {
@@ -221,7 +237,7 @@ func (ix *Index) addPolygon(p part, poly orb.Polygon) {
 	ix.parts = append(ix.parts, p)
 }
 
-// buildGrid lays a uniform grid over the parts' extent, with about two cells
+// buildGrid lays a uniform grid over the parts' extent, with about four cells
 // per part, coarsened while large parts make the cell lists too long.
 func (ix *Index) buildGrid() {
 	if len(ix.parts) == 0 {
@@ -236,7 +252,7 @@ func (ix *Index) buildGrid() {
 		x1, y1 = math.Max(x1, p.maxX), math.Max(y1, p.maxY)
 	}
 	w, h := math.Max(x1-x0, 1e-9), math.Max(y1-y0, 1e-9)
-	target := float64(2 * len(ix.parts))
+	target := float64(4 * len(ix.parts))
 	target = math.Max(16, math.Min(target, 1<<22))
 	cs := math.Sqrt(w * h / target)
 	for attempt := 0; ; attempt++ {
@@ -341,6 +357,11 @@ func (ix *Index) containsXY(p *part, x, y float64) bool {
 		s2 := math.Sin((x - p.cLon) * (deg / 2))
 		a := s1*s1 + p.cosLat*math.Cos(y*deg)*s2*s2
 		return a <= p.havR
+	}
+	if y >= 90 {
+		// The north pole: the crossing test leaves out top edges, so test
+		// just below it (a polar cap contains its pole).
+		y = 90 - 1e-12
 	}
 	b := int((y - p.bandY0) * p.bandInv)
 	if b < 0 {

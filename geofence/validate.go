@@ -97,18 +97,25 @@ func checkZone(z *Zone, n *fieldNames, add func(field, msg string)) {
 }
 
 func checkPosition(p orb.Point, field string, add func(field, msg string)) bool {
+	if msg := positionProblem(p); msg != "" {
+		add(field, msg)
+		return false
+	}
+	return true
+}
+
+// positionProblem returns what is wrong with a position, or "".
+func positionProblem(p orb.Point) string {
 	lon, lat := p[0], p[1]
 	switch {
 	case !finite(lon) || !finite(lat):
-		add(field, fmt.Sprintf("coordinate is not a finite number: [%v, %v]", lon, lat))
+		return fmt.Sprintf("coordinate is not a finite number: [%v, %v]", lon, lat)
 	case lat < -90 || lat > 90:
-		add(field, fmt.Sprintf("latitude %v out of range [-90, 90] (positions are [lon, lat])", lat))
+		return fmt.Sprintf("latitude %v out of range [-90, 90] (positions are [lon, lat])", lat)
 	case lon < -180 || lon > 180:
-		add(field, fmt.Sprintf("longitude %v out of range [-180, 180]", lon))
-	default:
-		return true
+		return fmt.Sprintf("longitude %v out of range [-180, 180]", lon)
 	}
-	return false
+	return ""
 }
 
 func checkLimit(l *Limit, field string, add func(field, msg string)) {
@@ -130,15 +137,15 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 	}
 	ok := true
 	for ri, r := range p {
-		f := ring(ri)
 		if len(r) < 4 {
-			add(f, fmt.Sprintf("a ring needs at least 4 positions, has %d", len(r)))
+			add(ring(ri), fmt.Sprintf("a ring needs at least 4 positions, has %d", len(r)))
 			ok = false
 			continue
 		}
 		good := true
 		for pi, pt := range r {
-			if !checkPosition(pt, idx(f, pi), add) {
+			if msg := positionProblem(pt); msg != "" {
+				add(idx(ring(ri), pi), msg)
 				good, ok = false, false
 				break
 			}
@@ -147,31 +154,27 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 			continue
 		}
 		if r[0] != r[len(r)-1] {
-			add(f, fmt.Sprintf("ring is not closed: first position %v differs from last %v", r[0], r[len(r)-1]))
+			add(ring(ri), fmt.Sprintf("ring is not closed: first position %v differs from last %v", r[0], r[len(r)-1]))
 			ok = false
 			continue
 		}
 		u, turns := unwrapRing(r)
 		if turns < -1 || turns > 1 {
-			add(f, errWinding.Error())
+			add(ring(ri), errWinding.Error())
 			ok = false
 			continue
 		}
 		if turns != 0 && polarSide(u) == 0 {
-			add(f, errPoleAmbiguous.Error())
+			add(ring(ri), errPoleAmbiguous.Error())
 			ok = false
 			continue
 		}
 		if ringSelfIntersects(u) {
-			add(f, "ring intersects itself")
+			add(ring(ri), "ring intersects itself")
 			ok = false
 		}
 	}
-	if ok {
-		if _, err := framePolygon(p); err != nil {
-			add(ring(0), err.Error())
-		}
-	}
+	_ = ok
 }
 
 // Validate checks every zone of the set and that ids are unique. It returns

@@ -2,8 +2,8 @@ package geofence
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"math"
 	"sort"
 	"strconv"
@@ -226,51 +226,93 @@ func (z *Zone) Active(t time.Time) bool {
 	return false
 }
 
-// canonicalZone is what the fingerprint hashes.
-type canonicalZone struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	Category     Category  `json:"category"`
-	Restriction  string    `json:"restriction,omitempty"`
-	Authority    string    `json:"authority,omitempty"`
-	Volumes      []Volume  `json:"volumes"`
-	ActiveFrom   string    `json:"active_from,omitempty"`
-	ActiveUntil  string    `json:"active_until,omitempty"`
-	Windows      []cWindow `json:"windows,omitempty"`
-	ClearBufferM float64   `json:"clear_buffer_m"`
-}
+// fpBuf is the canonical binary form of a zone that the fingerprint
+// hashes: fields in a fixed order, strings and lists length-prefixed,
+// floats as IEEE-754 bits (with -0 as 0), times as UTC Unix nanoseconds.
+type fpBuf []byte
 
-type cWindow struct {
-	From   string           `json:"from,omitempty"`
-	Until  string           `json:"until,omitempty"`
-	Weekly []WeeklyInterval `json:"weekly,omitempty"`
-}
-
-func canonTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
+func (b *fpBuf) u64(v uint64) { *b = binary.LittleEndian.AppendUint64(*b, v) }
+func (b *fpBuf) f(v float64) {
+	if v == 0 {
+		v = 0 // -0 and 0 are the same value
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	b.u64(math.Float64bits(v))
+}
+func (b *fpBuf) s(v string) { b.u64(uint64(len(v))); *b = append(*b, v...) }
+func (b *fpBuf) t(v time.Time) {
+	if v.IsZero() {
+		*b = append(*b, 0)
+		return
+	}
+	*b = append(*b, 1)
+	b.u64(uint64(v.Unix()))
+	b.u64(uint64(v.Nanosecond()))
+}
+func (b *fpBuf) limit(l *Limit) {
+	if l == nil {
+		*b = append(*b, 0)
+		return
+	}
+	*b = append(*b, 1, byte(l.Ref))
+	b.f(l.M)
 }
 
-// ComputeFingerprint returns the hash of the zone's canonical definition
-// (every exported field but Fingerprint; times in UTC).
+// ComputeFingerprint returns the hash of the zone's canonical definition:
+// every exported field but Fingerprint, so two zones have the same
+// fingerprint iff they have the same definition.
 func (z *Zone) ComputeFingerprint() string {
-	c := canonicalZone{
-		ID: z.ID, Name: z.Name, Category: z.Category, Restriction: z.Restriction,
-		Authority: z.Authority, Volumes: z.Volumes,
-		ActiveFrom: canonTime(z.ActiveFrom), ActiveUntil: canonTime(z.ActiveUntil),
-		ClearBufferM: z.ClearBufferM,
+	n := 256
+	for _, v := range z.Volumes {
+		for _, p := range v.Area {
+			for _, r := range p {
+				n += 16*len(r) + 8
+			}
+		}
 	}
+	b := make(fpBuf, 0, n)
+	b.s("nofly-zone-v1")
+	b.s(z.ID)
+	b.s(z.Name)
+	b.s(string(z.Category))
+	b.s(z.Restriction)
+	b.s(z.Authority)
+	b.u64(uint64(len(z.Volumes)))
+	for _, v := range z.Volumes {
+		if c := v.Circle; c != nil {
+			b = append(b, 1)
+			b.f(c.Center[0])
+			b.f(c.Center[1])
+			b.f(c.RadiusM)
+		} else {
+			b = append(b, 0)
+		}
+		b.u64(uint64(len(v.Area)))
+		for _, p := range v.Area {
+			b.u64(uint64(len(p)))
+			for _, r := range p {
+				b.u64(uint64(len(r)))
+				for _, pt := range r {
+					b.f(pt[0])
+					b.f(pt[1])
+				}
+			}
+		}
+		b.limit(v.Floor)
+		b.limit(v.Ceiling)
+	}
+	b.t(z.ActiveFrom)
+	b.t(z.ActiveUntil)
+	b.u64(uint64(len(z.Windows)))
 	for _, w := range z.Windows {
-		c.Windows = append(c.Windows, cWindow{From: canonTime(w.From), Until: canonTime(w.Until), Weekly: w.Weekly})
+		b.t(w.From)
+		b.t(w.Until)
+		b.u64(uint64(len(w.Weekly)))
+		for _, iv := range w.Weekly {
+			b.u64(uint64(iv.Start))
+			b.u64(uint64(iv.End))
+		}
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		// Only NaN or Inf can make Marshal fail; validation rejects them,
-		// but a fingerprint must still exist: hash what we can.
-		b = []byte(z.ID + "\x00invalid")
-	}
+	b.f(z.ClearBufferM)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
