@@ -1,0 +1,27 @@
+package scenario_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/nofly-dev/nofly/alerts/scenario"
+)
+
+func TestGenerateIsDeterministicAndHasTheMix(t *testing.T) {
+	cfg := scenario.DefaultConfig()
+	a, b := scenario.Generate(cfg), scenario.Generate(cfg)
+	if !bytes.Equal(a.NDJSON(), b.NDJSON()) {
+		t.Fatal("two runs with one seed differ")
+	}
+	cfg.Seed = 2
+	if bytes.Equal(a.NDJSON(), scenario.Generate(cfg).NDJSON()) {
+		t.Error("different seeds give the same records")
+	}
+	if a.Unique != 100*500 || len(a.Records) != a.Unique+a.Duplicates+a.Stale {
+		t.Errorf("unique %d dup %d stale %d total %d", a.Unique, a.Duplicates, a.Stale, len(a.Records))
+	}
+	if float64(a.Duplicates) < 0.03*float64(len(a.Records)) || a.Stale < 100 {
+		t.Errorf("want >= 3%% duplicates and some stale records: %d dup, %d stale of %d", a.Duplicates, a.Stale, len(a.Records))
+	}
+	t.Logf("%d records: %d unique, %d duplicates, %d stale", len(a.Records), a.Unique, a.Duplicates, a.Stale)
+}
