@@ -31,7 +31,8 @@ type rejection struct {
 	reason  string // records_rejected_total label
 	message string
 	errs    []LineError
-	records int // records the request held as far as it was read
+	records int   // records the request held as far as it was read
+	cause   error // logged, not sent
 }
 
 // Reasons, the label values of nofly_ingest_records_rejected_total and of

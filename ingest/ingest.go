@@ -185,7 +185,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, rej *rejection) 
 	if rej.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.opt.RetryAfter.Seconds()))))
 	}
-	setOutcome(r, rej.records, rej.reason, rej.message)
+	setOutcome(r, rej.records, rej.reason, rej.message, rej.cause)
 	writeJSON(w, rej.status, errorBody{Error: rej.message, Errors: rej.errs})
 }
 
@@ -236,7 +236,7 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 				message: fmt.Sprintf("body is more than the limit of %d bytes", lim.MaxBodyBytes)})
 			return
 		}
-		setOutcome(r, 0, "read_error", err.Error())
+		setOutcome(r, 0, "read_error", "reading the body", err)
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "reading the body: " + err.Error()})
 		return
 	}
@@ -258,7 +258,7 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.m.accepted.Add(float64(len(recs)))
-	setOutcome(r, len(recs), "", "")
+	setOutcome(r, len(recs), "", "", nil)
 	writeJSON(w, http.StatusAccepted, struct {
 		Accepted int `json:"accepted"`
 	}{len(recs)})
@@ -302,12 +302,10 @@ func (s *Server) produceRejection(err error, b batch) *rejection {
 		return rej
 	}
 	if producer.Retriable(err) || errors.Is(err, producer.ErrClosed) || errors.Is(err, context.Canceled) {
-		s.log.Warn("produce failed, answering 503", "records", n, "error", err)
-		return &rejection{status: http.StatusServiceUnavailable, reason: reasonUnavailable, records: n,
+		return &rejection{status: http.StatusServiceUnavailable, reason: reasonUnavailable, records: n, cause: err,
 			message: "Kafka did not acknowledge the records in time; retry the request later (records may have been written: (drone_id, seq) makes a retry safe)"}
 	}
-	s.log.Error("produce failed", "records", n, "error", err)
-	return &rejection{status: http.StatusInternalServerError, reason: reasonProduce, records: n,
+	return &rejection{status: http.StatusInternalServerError, reason: reasonProduce, records: n, cause: err,
 		message: "Kafka refused the records: " + err.Error()}
 }
 

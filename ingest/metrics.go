@@ -57,18 +57,20 @@ type outcome struct {
 	records int
 	reason  string
 	message string
+	cause   error
 }
 
 type outcomeKey struct{}
 
-func setOutcome(r *http.Request, records int, reason, message string) {
+func setOutcome(r *http.Request, records int, reason, message string, cause error) {
 	if o, ok := r.Context().Value(outcomeKey{}).(*outcome); ok {
-		*o = outcome{records: records, reason: reason, message: message}
+		*o = outcome{records: records, reason: reason, message: message, cause: cause}
 	}
 }
 
-// observe counts every request by route and status and logs it: 5xx at
-// Warn, 4xx at Info, the rest at Debug.
+// observe counts every request by route and status and logs it: 5xx of the
+// intake at Warn (with the producer's error), 4xx at Info, the rest (and
+// /readyz's 503s, which a starting or draining service answers) at Debug.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -87,6 +89,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 		level := slog.LevelDebug
 		switch {
+		case route == "/readyz":
 		case status >= 500:
 			level = slog.LevelWarn
 		case status >= 400:
@@ -104,6 +107,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		if o.reason != "" {
 			attrs = append(attrs, slog.String("reason", o.reason), slog.String("error", o.message))
+		}
+		if o.cause != nil {
+			attrs = append(attrs, slog.String("cause", o.cause.Error()))
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
