@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+func parseServe(args []string, env map[string]string) (Config, error) {
+	cfg := DefaultConfig()
+	fs := newFlagSet("test")
+	fs.SetOutput(new(bytes.Buffer))
+	fs.kafkaFlags(&cfg)
+	fs.serveFlags(&cfg)
+	if err := fs.parse(args, func(k string) string { return env[k] }); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(Config) bool
+		wantErr string // substring; "" = valid
+	}{
+		{name: "defaults", check: func(c Config) bool {
+			return slices.Equal(c.Brokers, []string{"127.0.0.1:9092"}) && c.Topic == "telemetry.positions" &&
+				c.Partitions == 12 && c.Addr == ":8080" && c.MaxRecords == 10_000
+		}},
+		{name: "env fallback", env: map[string]string{
+			"NOFLY_KAFKA_BROKERS": "k1:9092, k2:9092", "NOFLY_TELEMETRY_TOPIC": "t.x", "NOFLY_TELEMETRY_PARTITIONS": "3",
+			"NOFLY_INGEST_ADDR": ":9", "NOFLY_INGEST_MAX_BODY_BYTES": "1000", "NOFLY_INGEST_MAX_RECORDS": "5",
+			"NOFLY_INGEST_MAX_LINE_BYTES": "500", "NOFLY_LOG_LEVEL": "debug", "NOFLY_INGEST_PRODUCE_TIMEOUT": "2s",
+		}, check: func(c Config) bool {
+			return slices.Equal(c.Brokers, []string{"k1:9092", "k2:9092"}) && c.Topic == "t.x" && c.Partitions == 3 &&
+				c.Addr == ":9" && c.MaxBodyBytes == 1000 && c.MaxRecords == 5 && c.MaxLineBytes == 500 &&
+				c.LogLevel == "debug" && c.ProduceTimeout == 2*time.Second
+		}},
+		{name: "flag wins over env", args: []string{"--partitions", "7", "--brokers=a:1"},
+			env:   map[string]string{"NOFLY_TELEMETRY_PARTITIONS": "3", "NOFLY_KAFKA_BROKERS": "b:2"},
+			check: func(c Config) bool { return c.Partitions == 7 && slices.Equal(c.Brokers, []string{"a:1"}) }},
+		{name: "bad env value names the variable", env: map[string]string{"NOFLY_INGEST_MAX_RECORDS": "many"},
+			wantErr: "NOFLY_INGEST_MAX_RECORDS"},
+		{name: "bad broker", args: []string{"--brokers", "localhost"}, wantErr: "Brokers (--brokers, NOFLY_KAFKA_BROKERS)"},
+		{name: "bad topic", args: []string{"--topic", "a b"}, wantErr: "Topic"},
+		{name: "zero partitions", args: []string{"--partitions", "0"}, wantErr: "Partitions"},
+		{name: "zero max records", env: map[string]string{"NOFLY_INGEST_MAX_RECORDS": "0"}, wantErr: "MaxRecords (--max-records, NOFLY_INGEST_MAX_RECORDS)"},
+		{name: "tiny line limit", args: []string{"--max-line-bytes", "10"}, wantErr: "MaxLineBytes"},
+		{name: "zero body", args: []string{"--max-body-bytes", "0"}, wantErr: "MaxBodyBytes"},
+		{name: "sub-second retry-after", args: []string{"--retry-after", "100ms"}, wantErr: "RetryAfter"},
+		{name: "shutdown shorter than produce", args: []string{"--shutdown-timeout", "1s"}, wantErr: "ShutdownTimeout"},
+		{name: "bad level", env: map[string]string{"NOFLY_LOG_LEVEL": "loud"}, wantErr: "LogLevel"},
+		{name: "replication zero", args: []string{"--replication", "0"}, wantErr: "Replication"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServe(tt.args, tt.env)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tt.check(cfg) {
+					t.Fatalf("config %+v", cfg)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v, want one with %q wrapping ErrConfig", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestRunExitCodes: bad configuration is exit status 2 with the field named.
+func TestRunExitCodes(t *testing.T) {
+	tests := []struct {
+		args     []string
+		env      map[string]string
+		wantCode int
+		wantErr  string
+	}{
+		{[]string{"serve", "--partitions", "0"}, nil, 2, "Partitions"},
+		{[]string{"frobnicate"}, nil, 2, "unknown command"},
+		{[]string{"send"}, nil, 2, "--file is required"},
+		{[]string{"send", "--file", "x", "--rate", "-1"}, nil, 2, "--rate"},
+		{[]string{"loadtest", "--clients", "0"}, nil, 2, "--clients"},
+		{[]string{"help"}, nil, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &out, &errOut)
+			if code != tt.wantCode || !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errOut.String(), tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestOpenAPICoversRoutes: every route of the router is a path and method
+// of openapi.yaml, and the spec names no route the router lacks.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	svc, err := newService(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.ln.Close()
+	inRouter := map[string]bool{}
+	err = chi.Walk(svc.api.Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		inRouter[strings.ToLower(method)+" "+route] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSpec := specRoutes(t, openapiYAML)
+	for r := range inRouter {
+		if !inSpec[r] {
+			t.Errorf("route %q is not in openapi.yaml", r)
+		}
+	}
+	for r := range inSpec {
+		if !inRouter[r] {
+			t.Errorf("openapi.yaml documents %q, which the router lacks", r)
+		}
+	}
+	if len(inRouter) < 5 {
+		t.Errorf("router has only %v", inRouter)
+	}
+}
+
+// specRoutes reads "method path" pairs from the paths section of an
+// OpenAPI YAML document (paths at indent 2, methods at indent 4).
+func specRoutes(t *testing.T, spec []byte) map[string]bool {
+	out := map[string]bool{}
+	pathRe := regexp.MustCompile(`^  (/[^:]*):\s*$`)
+	methodRe := regexp.MustCompile(`^    (get|put|post|delete|patch|head|options):\s*$`)
+	sc := bufio.NewScanner(bytes.NewReader(spec))
+	inPaths, cur := false, ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "paths:":
+			inPaths = true
+		case len(line) > 0 && line[0] != ' ':
+			inPaths = false
+		case !inPaths:
+		case pathRe.MatchString(line):
+			cur = pathRe.FindStringSubmatch(line)[1]
+		case methodRe.MatchString(line) && cur != "":
+			out[methodRe.FindStringSubmatch(line)[1]+" "+cur] = true
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no paths found in openapi.yaml")
+	}
+	return out
+}
+
+// TestReadmeTable: every flag and environment variable of Config is in
+// README.md's table with its default.
+func TestReadmeTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultConfig()
+	fs := newFlagSet("t")
+	fs.kafkaFlags(&def)
+	fs.serveFlags(&def)
+	for field, ff := range fieldFlags {
+		f := fs.Lookup(ff.flag)
+		if f == nil {
+			t.Errorf("%s: flag --%s not registered", field, ff.flag)
+			continue
+		}
+		row := "| `--" + ff.flag + "` | `" + ff.env + "` | `" + f.DefValue + "`"
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README.md lacks the row %q", row)
+		}
+	}
+}
