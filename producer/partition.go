@@ -284,6 +284,10 @@ func (p *Producer) sendBatch(partition int, b *batch) sendResult {
 
 		switch classify(err) {
 		case outcomeOK:
+			if attempt > 0 {
+				p.log.Debug("retry acknowledged", "partition", partition, "attempt", attempt,
+					"base_offset", res.BaseOffset, "high_watermark_before_retry", hw)
+			}
 			if attempt > 0 && hw >= 0 && res.BaseOffset < hw {
 				// Answered with the offset it already had: a duplicate
 				// within the broker's window of the last 5 batches.
