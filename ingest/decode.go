@@ -46,6 +46,7 @@ const (
 	reasonEmpty       = "empty"
 	reasonUnavailable = "kafka_unavailable"
 	reasonProduce     = "produce_failed"
+	reasonClientGone  = "client_closed"
 )
 
 // batch is a decoded request: the records and, for each, its line.

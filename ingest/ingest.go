@@ -254,7 +254,7 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	s.m.produceSeconds.WithLabelValues(produceResult(err)).Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.reject(w, r, s.produceRejection(err, b))
+		s.reject(w, r, s.produceRejection(r, err, b))
 		return
 	}
 	s.m.accepted.Add(float64(len(recs)))
@@ -283,13 +283,23 @@ func records(b batch) []producer.Record {
 	return recs
 }
 
+// StatusClientClosedRequest is the status logged and counted for a request
+// whose client went away before Kafka acknowledged it (nginx's 499).
+const StatusClientClosedRequest = 499
+
 // produceRejection turns a Produce error into the answer. A record the
 // producer calls invalid (larger than a batch may be) is the client's fault:
 // 400 naming its line. Anything retriable, or the producer closing during a
 // shutdown, is 503 with Retry-After. The rest (the broker refused the batch)
 // is 500.
-func (s *Server) produceRejection(err error, b batch) *rejection {
+func (s *Server) produceRejection(r *http.Request, err error, b batch) *rejection {
 	n := len(b.positions)
+	if r.Context().Err() != nil {
+		// The client went away: nobody reads this answer. 499, as nginx
+		// logs it, keeps these out of the 503s that mean Kafka trouble.
+		return &rejection{status: StatusClientClosedRequest, reason: reasonClientGone, records: n, cause: err,
+			message: "client closed the request before Kafka acknowledged it"}
+	}
 	var pe *producer.ProduceError
 	if errors.As(err, &pe) && errors.Is(err, producer.ErrInvalidRecord) {
 		rej := &rejection{status: http.StatusBadRequest, reason: reasonInvalid, records: n}

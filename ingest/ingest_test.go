@@ -398,3 +398,32 @@ func TestHealthReadyMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestClientGone: a client that leaves while Produce waits is counted as
+// 499 / client_closed, not as a Kafka 503.
+func TestClientGone(t *testing.T) {
+	fp := &fakeProducer{hold: make(chan struct{}), entered: make(chan struct{}, 1)}
+	defer close(fp.hold)
+	s := newTestServer(t, fp, Limits{})
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/telemetry", strings.NewReader(rec("A", 1)))
+	req.Header.Set("Content-Type", ndjson)
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { s.ServeHTTP(w, req); close(done) }()
+	<-fp.entered
+	cancel()
+	<-done
+	if w.Code != StatusClientClosedRequest {
+		t.Fatalf("status %d, want 499", w.Code)
+	}
+	m := httptest.NewRecorder()
+	s.ServeHTTP(m, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, want := range []string{`nofly_ingest_records_rejected_total{reason="client_closed"} 1`,
+		`nofly_ingest_records_rejected_total{reason="kafka_unavailable"} 0`,
+		`nofly_ingest_http_requests_total{code="499",route="/v1/telemetry"} 1`} {
+		if !strings.Contains(m.Body.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_records_rejected_total",
-			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, kafka_unavailable, produce_failed). Requests rejected before their records were read (body_too_large, unsupported_media_type) count in nofly_ingest_http_requests_total only.",
+			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, kafka_unavailable, produce_failed, client_closed). Requests rejected before their records were read (body_too_large, unsupported_media_type) count in nofly_ingest_http_requests_total only.",
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_http_requests_total",
@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"result"}),
 	}
-	for _, r := range []string{reasonInvalid, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce} {
+	for _, r := range []string{reasonInvalid, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce, reasonClientGone} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.accepted, m.rejected, m.requests, m.produceSeconds} {
