@@ -99,7 +99,12 @@ func (w testWriter) Write(b []byte) (int, error) {
 // produce writes the records to the topic, key = drone id (murmur2, as
 // ingest partitions), in order, acks=all.
 func (p *pipeline) produce(recs []telemetry.Position) {
-	t := p.t
+	if err := p.produceErr(recs); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *pipeline) produceErr(recs []telemetry.Position) error {
 	w := &kafka.Writer{Addr: kafka.TCP(p.brokers...), Topic: p.topic, Balancer: &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, MaxAttempts: 20,
 		Transport: &kafka.Transport{}}
@@ -110,9 +115,10 @@ func (p *pipeline) produce(recs []telemetry.Position) {
 	}
 	for i := 0; i < len(msgs); i += 5000 {
 		if err := w.WriteMessages(context.Background(), msgs[i:min(i+5000, len(msgs))]...); err != nil {
-			t.Fatalf("produce: %v", err)
+			return fmt.Errorf("produce: %w", err)
 		}
 	}
+	return nil
 }
 
 // endOffsets returns each partition's next offset.

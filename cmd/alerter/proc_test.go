@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nofly-dev/nofly/internal/testenv"
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+// alerterBinary builds this command once per test run.
+func alerterBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "alerter-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "alerter")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// proc is an alerter running as a subprocess.
+type proc struct {
+	t       *testing.T
+	name    string
+	cmd     *exec.Cmd
+	http    string
+	done    chan struct{}
+	logPath string
+}
+
+// startProc starts the alerter binary with cfg in its environment.
+func (p *pipeline) startProc(name string, cfg Config) *proc {
+	t := p.t
+	port := testenv.FreePort(t)
+	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(port)
+	env := append(os.Environ(),
+		"NOFLY_KAFKA_BROKERS="+strings.Join(cfg.Brokers, ","),
+		"NOFLY_TELEMETRY_TOPIC="+cfg.Topic,
+		"NOFLY_TELEMETRY_PARTITIONS="+strconv.Itoa(cfg.Partitions),
+		"NOFLY_ALERTER_GROUP="+cfg.Group,
+		"NOFLY_REDIS_ADDR="+cfg.RedisAddr,
+		"NOFLY_REDIS_PREFIX="+cfg.RedisPrefix,
+		"NOFLY_ZONES="+cfg.Zones,
+		"NOFLY_ALERTER_BATCH="+strconv.Itoa(cfg.Batch),
+		"NOFLY_ALERTER_LINGER="+cfg.Linger.String(),
+		"NOFLY_ALERTER_SESSION_TIMEOUT="+cfg.SessionTimeout.String(),
+		"NOFLY_ALERTER_HEARTBEAT="+cfg.HeartbeatInterval.String(),
+		"NOFLY_ALERTER_REBALANCE_TIMEOUT="+cfg.RebalanceTimeout.String(),
+		"NOFLY_ALERTER_HTTP="+cfg.HTTPAddr,
+		"NOFLY_LOG_LEVEL=info",
+	)
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(alerterBinary(t), "serve")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr := &proc{t: t, name: name, cmd: cmd, http: cfg.HTTPAddr, done: make(chan struct{}), logPath: logPath}
+	go func() { _ = cmd.Wait(); lf.Close(); close(pr.done) }()
+	t.Cleanup(func() { pr.kill() })
+	return pr
+}
+
+func (pr *proc) signal(s syscall.Signal) {
+	select {
+	case <-pr.done:
+	default:
+		_ = pr.cmd.Process.Signal(s)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (pr *proc) kill() {
+	pr.signal(syscall.SIGCONT)
+	pr.signal(syscall.SIGKILL)
+	<-pr.done
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (pr *proc) stop() {
+	pr.signal(syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(60 * time.Second):
+		pr.t.Errorf("%s did not stop on SIGTERM within 60s", pr.name)
+		pr.kill()
+	}
+	if st := pr.cmd.ProcessState; st != nil && !st.Success() {
+		pr.t.Errorf("%s exited with %v; log:\n%s", pr.name, st, pr.tail())
+	}
+}
+
+func (pr *proc) tail() string {
+	b, _ := os.ReadFile(pr.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// metric returns a metric's value from /metrics.
+func (pr *proc) metric(name string) (float64, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get("http://" + pr.http + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
+			return strconv.ParseFloat(f[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no metric %s", pr.name, name)
+}
+
+// appliedTotal is the number of records applied over all partitions.
+func (p *pipeline) appliedTotal() (int64, error) {
+	s := p.store()
+	var n int64
+	for part := 0; part < p.partitions; part++ {
+		snap, err := s.Load(context.Background(), part)
+		if err != nil {
+			return 0, err
+		}
+		n += snap.Applied + 1
+	}
+	return n, nil
+}
+
+// waitApplied polls often (a kill must land mid-stream) until at least n
+// records are applied.
+func (p *pipeline) waitApplied(n int64, timeout time.Duration) {
+	p.t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for {
+		got, err := p.appliedTotal()
+		if err == nil && got >= n {
+			return
+		}
+		select {
+		case <-deadline:
+			p.t.Fatalf("after %v: %d records applied, want %d (err %v)", timeout, got, n, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// produceInBackground produces the records in chunks at about rate
+// records/s, so that the run spans the faults the test injects. It returns
+// a channel closed when all are written.
+func (p *pipeline) produceInBackground(recs []telemetry.Position, rate int) <-chan struct{} {
+	done := make(chan struct{})
+	const chunk = 500
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Duration(float64(time.Second) * chunk / float64(rate)))
+		defer tick.Stop()
+		for i := 0; i < len(recs); i += chunk {
+			if err := p.produceErr(recs[i:min(i+chunk, len(recs))]); err != nil {
+				p.t.Error(err)
+				return
+			}
+			<-tick.C
+		}
+	}()
+	return done
+}
+
+func randBetween(r *rand.Rand, lo, hi int64) int64 { return lo + r.Int64N(hi-lo+1) }
