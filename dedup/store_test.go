@@ -181,13 +181,15 @@ func TestRedisKeysShareHashTagAndExpire(t *testing.T) {
 }
 
 // TestRedisConnectionKilledMidCommit drops the store's connections (CLIENT
-// KILL) while it commits: a commit that fails may or may not have taken
+// KILL ID of the connections named by this test only: the server is shared)
+// while it commits: a commit that fails may or may not have taken
 // effect, and reloading the version tells which. Retrying from the reloaded
 // version yields every event exactly once.
 func TestRedisConnectionKilledMidCommit(t *testing.T) {
 	ctx := context.Background()
 	addr := testenv.Redis(t)
-	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: "dedup-victim", MaxRetries: -1})
+	name := testenv.UniqueName("dedup-victim")
+	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: name, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	killer := testenv.RedisClient(t)
 	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.UniqueName("dedup"), Topic: "t"})
@@ -206,9 +208,7 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 				return
 			case <-time.After(2 * time.Millisecond):
 			}
-			if n, err := killer.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Int(); err == nil && n > 0 {
-				kills++
-			}
+			kills += killClientsNamed(ctx, killer, name)
 		}
 	}()
 	failures := 0

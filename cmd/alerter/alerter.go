@@ -282,7 +282,7 @@ func fetchBatch(ctx context.Context, r *kafka.Reader, recs []alerts.Record, n in
 
 // newRedisClient returns the store's client: no automatic retries, because
 // the outcome of a failed script is unknown and only a reload tells it.
-func newRedisClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 5 * time.Second,
+func newRedisClient(addr, name string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ClientName: name, MaxRetries: -1, DialTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 }

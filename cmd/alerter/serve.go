@@ -33,7 +33,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	zones.Store(ix)
 	log.Info("zones loaded", "file", cfg.Zones, "version", ix.Version(), "zones", len(ix.Zones()))
 
-	rc := newRedisClient(cfg.RedisAddr)
+	rc := newRedisClient(cfg.RedisAddr, "nofly-alerter:"+cfg.Group)
 	defer rc.Close()
 	if err := rc.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", cfg.RedisAddr, err)
