@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -29,20 +28,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nofly-dev/nofly/internal/fleet"
 	"github.com/nofly-dev/nofly/telemetry"
 )
-
-// airports are aerodrome reference points (public facts) the fleet flies
-// across; the zone set in testdata/zones covers them.
-var airports = []struct {
-	icao     string
-	lat, lon float64
-}{
-	{"EGLL", 51.4700, -0.4543}, {"EGKK", 51.1537, -0.1821}, {"LFPG", 49.0097, 2.5479},
-	{"EHAM", 52.3105, 4.7683}, {"EDDF", 50.0379, 8.5622}, {"LSZH", 47.4582, 8.5555},
-	{"LEMD", 40.4983, -3.5676}, {"LIRF", 41.8003, 12.2389}, {"EIDW", 53.4264, -6.2499},
-	{"EKCH", 55.6180, 12.6508}, {"KJFK", 40.6413, -73.7781}, {"KLAX", 33.9416, -118.4085},
-}
 
 type config struct {
 	ingest   string
@@ -88,14 +76,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if c.drones < 1 || c.batch < 1 || c.dupRate < 0 || c.dupRate >= 1 {
 		return errors.New("--drones and --batch must be >= 1, --dup-rate in [0, 1)")
 	}
-	fleet := NewFleet(c.drones, c.seed, time.Now().UTC().Truncate(time.Second))
+	fl := fleet.New(c.drones, c.seed, time.Now().UTC().Truncate(time.Second), 0)
 	rng := rand.New(rand.NewPCG(c.seed, 99))
 	if c.out != "" {
 		steps := c.steps
 		if steps == 0 {
 			steps = 300
 		}
-		return writeFile(c.out, fleet, steps, c.dupRate, rng)
+		return writeFile(c.out, fl, steps, c.dupRate, rng)
 	}
 	var deadline <-chan time.Time
 	if c.duration > 0 {
@@ -108,7 +96,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	sent := 0
 	for step := 0; c.steps == 0 || step < c.steps; step++ {
-		recs := fleet.Step(rng, c.dupRate)
+		recs := fl.Step(rng, c.dupRate)
 		for i := 0; i < len(recs); i += c.batch {
 			if err := post(ctx, client, c.ingest, recs[i:min(i+c.batch, len(recs))]); err != nil {
 				return err
@@ -133,7 +121,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	return nil
 }
 
-func writeFile(path string, fleet *Fleet, steps int, dupRate float64, rng *rand.Rand) error {
+func writeFile(path string, fl *fleet.Fleet, steps int, dupRate float64, rng *rand.Rand) error {
 	var w io.Writer = os.Stdout
 	if path != "-" {
 		f, err := os.Create(path)
@@ -146,7 +134,7 @@ func writeFile(path string, fleet *Fleet, steps int, dupRate float64, rng *rand.
 	bw := bufio.NewWriter(w)
 	buf := make([]byte, 0, 256)
 	for range steps {
-		for _, p := range fleet.Step(rng, dupRate) {
+		for _, p := range fl.Step(rng, dupRate) {
 			buf = append(p.AppendJSON(buf[:0]), '\n')
 			if _, err := bw.Write(buf); err != nil {
 				return err
@@ -190,84 +178,4 @@ func post(ctx context.Context, client *http.Client, base string, recs []telemetr
 		case <-time.After(time.Duration(min(1<<attempt, 20)) * 100 * time.Millisecond):
 		}
 	}
-}
-
-// Fleet is a set of simulated drones; Step advances every drone by one fix.
-type Fleet struct {
-	drones []*drone
-	now    time.Time
-}
-
-type drone struct {
-	id               string
-	seq              int64
-	lat, lon         float64
-	dLat, dLon       float64 // degrees per step
-	alt              float64
-	heading, speed   float64
-	stepsLeft, total int
-}
-
-// NewFleet places n drones around the airports, deterministically from seed.
-func NewFleet(n int, seed uint64, start time.Time) *Fleet {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	f := &Fleet{now: start}
-	for i := range n {
-		d := &drone{id: fmt.Sprintf("SIM-%04d", i+1)}
-		d.retarget(rng)
-		f.drones = append(f.drones, d)
-	}
-	return f
-}
-
-// retarget starts a straight pass across a random airport, from 6-10 km out
-// on one side to as far out on the other, at 10-25 m/s and 40-400 m AMSL.
-func (d *drone) retarget(rng *rand.Rand) {
-	ap := airports[rng.IntN(len(airports))]
-	bearing := rng.Float64() * 2 * math.Pi
-	dist := 6000 + rng.Float64()*4000
-	d.speed = 10 + rng.Float64()*15
-	d.alt = 40 + rng.Float64()*360
-	d.heading = math.Mod(bearing*180/math.Pi+180, 360)
-	mPerDegLat := 111_320.0
-	mPerDegLon := 111_320.0 * math.Cos(ap.lat*math.Pi/180)
-	d.lat = ap.lat + dist*math.Cos(bearing)/mPerDegLat
-	d.lon = ap.lon + dist*math.Sin(bearing)/mPerDegLon
-	d.total = int(2 * dist / d.speed)
-	d.stepsLeft = d.total
-	d.dLat = -d.speed * math.Cos(bearing) / mPerDegLat
-	d.dLon = -d.speed * math.Sin(bearing) / mPerDegLon
-}
-
-// Step moves every drone one second on and returns their fixes; a share
-// dupRate of them is appended a second time, as a retrying feed would.
-func (f *Fleet) Step(rng *rand.Rand, dupRate float64) []telemetry.Position {
-	f.now = f.now.Add(time.Second)
-	out := make([]telemetry.Position, 0, len(f.drones))
-	for _, d := range f.drones {
-		if d.stepsLeft == 0 {
-			d.retarget(rng)
-		}
-		d.stepsLeft--
-		d.seq++
-		d.lat += d.dLat
-		d.lon += d.dLon
-		p := telemetry.Position{
-			DroneID: d.id, Seq: d.seq, TS: f.now,
-			Lat: round(d.lat, 7), Lon: round(d.lon, 7),
-			AltM:       telemetry.Float(round(d.alt+rng.NormFloat64()*2, 1)),
-			SpeedMPS:   telemetry.Float(round(d.speed, 1)),
-			HeadingDeg: telemetry.Float(round(d.heading, 1)),
-		}
-		out = append(out, p)
-		if rng.Float64() < dupRate {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func round(f float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(f*p) / p
 }
