@@ -214,3 +214,52 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("limits %+v, config %+v", l, cfg)
 	}
 }
+
+// TestKafkaUnreachable: with no broker the process is live, not ready, and
+// answers intake requests 503 with Retry-After; it keeps trying to connect.
+func TestKafkaUnreachable(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Brokers = []string{fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
+	cfg.RetryAfter = 3 * time.Second
+	svc, err := newService(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.run(ctx) }()
+	url := "http://" + svc.Addr()
+	tests := []struct {
+		name, method, path string
+		wantCode           int
+		wantRetryAfter     string
+	}{
+		{"live", http.MethodGet, "/healthz", 200, ""},
+		{"not ready", http.MethodGet, "/readyz", 503, ""},
+		{"intake 503", http.MethodPost, "/v1/telemetry", 503, "3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var code int
+			var h http.Header
+			if tt.method == http.MethodPost {
+				code, h, err = postNDJSON(context.Background(), http.DefaultClient, url, []telemetry.Position{position("A", 1)})
+			} else {
+				var res *http.Response
+				res, err = http.Get(url + tt.path)
+				if err == nil {
+					code, h = res.StatusCode, res.Header
+					res.Body.Close()
+				}
+			}
+			if err != nil || code != tt.wantCode || h.Get("Retry-After") != tt.wantRetryAfter {
+				t.Fatalf("%s %s: %d %v Retry-After %q; want %d %q", tt.method, tt.path, code, err, h.Get("Retry-After"), tt.wantCode, tt.wantRetryAfter)
+			}
+		})
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
