@@ -91,7 +91,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		_, _ = w.Write(openapiYAML)
 	})
 	s.api = api
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.ln, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
