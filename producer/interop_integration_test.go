@@ -50,6 +50,7 @@ func headerString(hs []Header) string {
 // DumpLogSegments on the segment files: it must show our producer id, epoch
 // and the base sequences we sent, and valid CRCs.
 func TestInteropReadersAndBrokerDump(t *testing.T) {
+	t.Parallel() // its own broker: its start-up overlaps the shared-broker tests
 	k := testenv.StartKafka(t)
 	brokers := k.Brokers()
 	topic := testenv.CreateTopic(t, brokers, len(interopCodecs))

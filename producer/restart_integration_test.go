@@ -14,6 +14,7 @@ import (
 // the producer is sending: every record whose Produce returned nil (what
 // becomes an HTTP 202) must be in the log, and none twice.
 func TestBrokerRestartKeepsAcknowledgedRecords(t *testing.T) {
+	t.Parallel() // its own broker: its start-up overlaps the shared-broker tests
 	k := testenv.StartKafka(t)
 	brokers := k.Brokers()
 	const partitions = 3
