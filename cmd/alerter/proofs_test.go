@@ -38,7 +38,7 @@ func TestCrashProof(t *testing.T) {
 	alerterBinary(t)
 	produced := p.produceInBackground(sc.Records, 2500)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	const kills = 12
+	const kills = 10
 	for i := 0; i < kills; i++ {
 		pr := p.startProc(fmt.Sprintf("alerter-%d", i), cfg)
 		from, _ := p.appliedTotal()
