@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // dropProxy sits between a Kafka client and the brokers. Its Dial is given to
@@ -24,6 +25,7 @@ type dropProxy struct {
 	dropEvery int64
 	dial      net.Dialer
 
+	down     atomic.Bool  // refuse new connections (the broker is "unreachable")
 	produces atomic.Int64 // produce requests seen
 	dropped  atomic.Int64 // produce responses dropped
 
@@ -37,6 +39,9 @@ func newDropProxy(dropEvery int) *dropProxy {
 
 // Dial has the signature of kafka.Transport.Dial.
 func (p *dropProxy) Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	if p.down.Load() {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	}
 	upstream, err := p.dial.DialContext(ctx, network, address)
 	if err != nil {
 		return nil, err
@@ -52,6 +57,14 @@ func (p *dropProxy) track(cs ...net.Conn) {
 	defer p.mu.Unlock()
 	for _, c := range cs {
 		p.conns[c] = struct{}{}
+	}
+}
+
+// setDown makes the brokers unreachable (true) or reachable again.
+func (p *dropProxy) setDown(down bool) {
+	p.down.Store(down)
+	if down {
+		p.Close()
 	}
 }
 
