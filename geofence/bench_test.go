@@ -73,11 +73,15 @@ func BenchmarkBruteForce(b *testing.B) {
 	}
 }
 
-// BenchmarkNewIndex: validation plus index build.
+// BenchmarkNewIndex: validation plus index build of a set as a parser
+// returns it (fingerprints computed).
 func BenchmarkNewIndex(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run("zones="+strconv.Itoa(n), func(b *testing.B) {
 			set := randomSet(uint64(n), n, benchConfig(n))
+			for _, z := range set.Zones {
+				z.Fingerprint = z.ComputeFingerprint()
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -86,6 +90,37 @@ func BenchmarkNewIndex(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+var nearPoints = 1 << 14
+
+// BenchmarkQueryNear: lookups at points drawn around the zones (most of
+// them inside one or near its edge), the expensive case of the exact test.
+func BenchmarkQueryNear(b *testing.B) {
+	n := 10000
+	c := benchConfig(n)
+	set := randomSet(uint64(n), n, c)
+	ix, err := NewIndex(set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	pts := make([]Point, nearPoints)
+	for i := range pts {
+		z := set.Zones[rng.IntN(n)]
+		pts[i] = nearZone(rng, z, randomPoint(rng, c))
+	}
+	runQueries(b, ix, pts)
+}
+
+// BenchmarkParseAirports: loading our airports zone set (92 zones).
+func BenchmarkParseAirports(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := LoadFile(zonesDir + "/airports.geojson"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -260,7 +260,7 @@ func circleBound(c Circle) (minLon, minLat, maxLon, maxLat float64) {
 	minLat, maxLat = lat-r, lat+r
 	// A small margin keeps the box conservative against rounding; the exact
 	// test decides.
-	const m = 1e-9
+	const m = 1e-7 // about a centimetre
 	if maxLat >= 90-m || minLat <= -90+m || r >= 90 {
 		return -180, math.Max(minLat-m, -90), 180, math.Min(maxLat+m, 90)
 	}
@@ -332,19 +332,34 @@ func ringSelfIntersects(r orb.Ring) bool {
 		return n >= 1 // a ring of fewer than 3 distinct edges is degenerate
 	}
 	type edge struct {
-		i          int
-		minX, maxX float64
+		i                      int
+		minX, maxX, minY, maxY float64
 	}
 	es := make([]edge, n)
 	for i := 0; i < n; i++ {
 		a, b := pts[i], pts[i+1]
-		es[i] = edge{i, math.Min(a[0], b[0]), math.Max(a[0], b[0])}
+		es[i] = edge{i, math.Min(a[0], b[0]), math.Max(a[0], b[0]), math.Min(a[1], b[1]), math.Max(a[1], b[1])}
 	}
-	slices.SortFunc(es, func(a, b edge) int { return cmp.Compare(a.minX, b.minX) })
+	// Small rings: every pair, boxes first. Larger ones: a sweep over
+	// edges sorted by their west end.
+	sorted := n > 64
+	if sorted {
+		slices.SortFunc(es, func(a, b edge) int { return cmp.Compare(a.minX, b.minX) })
+	}
 	for a := 0; a < n; a++ {
-		ea := es[a]
-		for b := a + 1; b < n && es[b].minX <= ea.maxX; b++ {
-			i, j := ea.i, es[b].i
+		ea := &es[a]
+		for b := a + 1; b < n; b++ {
+			eb := &es[b]
+			if eb.minX > ea.maxX {
+				if sorted {
+					break
+				}
+				continue
+			}
+			if eb.maxX < ea.minX || eb.minY > ea.maxY || eb.maxY < ea.minY {
+				continue // boxes apart: cannot touch
+			}
+			i, j := ea.i, eb.i
 			if i > j {
 				i, j = j, i
 			}

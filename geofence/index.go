@@ -63,11 +63,13 @@ type Index struct {
 	bandEdge  []uint32 // edge indices (global)
 
 	// grid of cells over the parts' extent; cell c holds
-	// cellPart[cellStart[c]:cellStart[c+1]]
+	// cells[cellStart[c]:cellStart[c+1]], each with the part's bound (in
+	// float32, rounded outwards) so that most candidates are rejected
+	// without touching the part.
 	gx0, gy0, invCW, invCH float64
 	nx, ny                 int
 	cellStart              []uint32
-	cellPart               []uint32
+	cells                  []cellEntry
 }
 
 // NewIndex validates the set and builds its index. The set's zones must not
@@ -303,18 +305,44 @@ func (ix *Index) fillGrid(total int) {
 	for c := 1; c <= n; c++ {
 		ix.cellStart[c] += ix.cellStart[c-1]
 	}
-	ix.cellPart = make([]uint32, total)
+	ix.cells = make([]cellEntry, total)
 	fill := make([]uint32, n)
 	for i := range ix.parts {
 		cx0, cy0, cx1, cy1 := ix.cellRange(&ix.parts[i])
 		for cy := cy0; cy <= cy1; cy++ {
 			for cx := cx0; cx <= cx1; cx++ {
 				c := cy*ix.nx + cx
-				ix.cellPart[ix.cellStart[c]+fill[c]] = uint32(i)
+				p := &ix.parts[i]
+				ix.cells[ix.cellStart[c]+fill[c]] = cellEntry{
+					minX: down32(p.minX), minY: down32(p.minY), maxX: up32(p.maxX), maxY: up32(p.maxY), part: uint32(i),
+				}
 				fill[c]++
 			}
 		}
 	}
+}
+
+// cellEntry is one part listed in a grid cell.
+type cellEntry struct {
+	minX, minY, maxX, maxY float32
+	part                   uint32
+}
+
+// down32 and up32 round to float32 towards -Inf and +Inf.
+func down32(v float64) float32 {
+	f := float32(v)
+	if float64(f) > v {
+		f = math.Nextafter32(f, float32(math.Inf(-1)))
+	}
+	return f
+}
+
+func up32(v float64) float32 {
+	f := float32(v)
+	if float64(f) < v {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return f
 }
 
 // cellOf returns the grid cell of a point, or -1 when it is outside the
@@ -394,11 +422,15 @@ func (ix *Index) Query(p Point, dst []Hit) []Hit {
 	if c < 0 {
 		return dst
 	}
-	for _, pi := range ix.cellPart[ix.cellStart[c]:ix.cellStart[c+1]] {
-		pt := &ix.parts[pi]
-		if x < pt.minX || x > pt.maxX || y < pt.minY || y > pt.maxY {
+	cells := ix.cells[ix.cellStart[c]:ix.cellStart[c+1]]
+	for i := range cells {
+		ce := &cells[i]
+		if x < float64(ce.minX) || x > float64(ce.maxX) || y < float64(ce.minY) || y > float64(ce.maxY) {
 			continue
 		}
+		// The float32 bound is a little larger than the exact one; the
+		// exact tests below are right outside the bound too.
+		pt := &ix.parts[ce.part]
 		last := len(dst) - 1
 		same := last >= 0 && dst[last].Zone == ix.zones[pt.zone]
 		if same && !dst[last].HeightAssumed {

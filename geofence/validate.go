@@ -2,6 +2,7 @@ package geofence
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/paulmach/orb"
@@ -118,6 +119,21 @@ func positionProblem(p orb.Point) string {
 	return ""
 }
 
+// distinct counts the distinct positions of a closed ring (up to 3).
+func distinct(r orb.Ring) int {
+	var buf [3]orb.Point
+	seen := buf[:0]
+	for _, p := range r {
+		if !slices.Contains(seen, p) {
+			seen = append(seen, p)
+			if len(seen) == 3 {
+				break
+			}
+		}
+	}
+	return len(seen)
+}
+
 func checkLimit(l *Limit, field string, add func(field, msg string)) {
 	if l == nil {
 		return
@@ -155,6 +171,11 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 		}
 		if r[0] != r[len(r)-1] {
 			add(ring(ri), fmt.Sprintf("ring is not closed: first position %v differs from last %v", r[0], r[len(r)-1]))
+			ok = false
+			continue
+		}
+		if distinct(r) < 3 {
+			add(ring(ri), "ring is degenerate: fewer than 3 distinct positions")
 			ok = false
 			continue
 		}

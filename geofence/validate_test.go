@@ -32,6 +32,8 @@ func TestGeoJSONValidation(t *testing.T) {
 		name, feature, field, msg string
 	}{
 		{"ring too short", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "at least 4 positions"},
+		{"degenerate ring", feature(`{"type":"Polygon","coordinates":[[[0,0],[0,0],[0,0],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "degenerate"},
+		{"collinear ring", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[2,0],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "intersects itself"},
 		{"ring not closed", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "not closed"},
 		{"latitude out of range", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,91],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0][2]", "latitude 91 out of range"},
 		{"longitude out of range", feature(`{"type":"Point","coordinates":[181,0]}`, `{"id":"X","radius_m":10}`), "geometry.coordinates", "longitude 181 out of range"},
@@ -217,5 +219,32 @@ func TestED318Validation(t *testing.T) {
 		if !found {
 			t.Errorf("%s: want a problem at %s, got\n%v", c.name, c.field, err)
 		}
+	}
+}
+
+// TestSelfIntersectionLargeRings exercises the sweep used for rings of more
+// than 64 edges.
+func TestSelfIntersectionLargeRings(t *testing.T) {
+	circle := func(n int) orb.Ring {
+		r := make(orb.Ring, 0, n+1)
+		for i := 0; i < n; i++ {
+			a := 2 * math.Pi * float64(i) / float64(n)
+			r = append(r, orb.Point{math.Cos(a), math.Sin(a)})
+		}
+		return append(r, r[0])
+	}
+	good := circle(200)
+	if ringSelfIntersects(good) {
+		t.Fatal("a 200-gon intersects itself")
+	}
+	bad := circle(200)
+	bad[50], bad[150] = bad[150], bad[50] // two chords across the middle
+	if !ringSelfIntersects(bad) {
+		t.Fatal("a twisted 200-gon does not intersect itself")
+	}
+	touch := circle(200)
+	touch[100] = touch[10] // a vertex touching another: not simple
+	if !ringSelfIntersects(touch) {
+		t.Fatal("a 200-gon touching itself at a vertex passes")
 	}
 }
