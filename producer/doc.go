@@ -80,6 +80,10 @@
 //     lookup for the (empty) transactional id; it works against Kafka 4.4,
 //     but this package sends InitProducerId to a bootstrap broker directly
 //     over protocol.Conn, which needs no coordinator.
+//   - Kafka 4.4 answers a resent batch among the partition's last 5 with
+//     success and its original offset, not DUPLICATE_SEQUENCE_NUMBER, and an
+//     older one with OUT_OF_ORDER_SEQUENCE_NUMBER (TestBrokerAnswersToResentBatches).
+//     With one batch in flight per partition a retry is always the newest.
 //   - kafka-go's Client has no "refresh metadata" call; dropping the
 //     transport's connection pools (CloseIdleConnections) does it.
 //   - A kafka.Writer{} literal defaults to acks=none: set RequiredAcks
