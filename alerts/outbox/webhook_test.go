@@ -239,7 +239,7 @@ func TestWebhookOutput(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "t", Block: 20 * time.Millisecond,
 				Backoff: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LagInterval: 20 * time.Millisecond,
-				Webhooks: []Webhook{{Name: "ops", URL: srv.URL, MaxAttempts: tc.maxAttempts, Timeout: 5 * time.Second}},
+				Webhooks:   []Webhook{{Name: "ops", URL: srv.URL, MaxAttempts: tc.maxAttempts, Timeout: 5 * time.Second}},
 				Registerer: reg, Logger: testLogger()}
 			k := newKeys(cfg.Prefix, cfg.Topic, 2)
 			const out = "webhook:ops"
