@@ -12,15 +12,18 @@
 // rings are three volumes of one zone), so that a drone moving from one
 // ring to the next stays in the same zone and its alarm does not flap.
 //
-// Polygon edges are straight lines in longitude/latitude (RFC 7946). An
+// A point is in a polygon when it is inside the outer ring and inside no
+// hole (crossing-number test; a point exactly on an edge may fall either
+// way). Polygon edges are straight lines in longitude/latitude (RFC 7946). An
 // edge whose ends are more than 180° of longitude apart crosses the
 // antimeridian the short way, so an unsplit ring such as 179°E → 179°W
 // covers 2° of longitude; zones split at the antimeridian into a
 // MultiPolygon work as well. A ring that goes once around a pole (say
 // along 85°N through 0°, 90°, 180°, -90°) bounds the polar cap on the side
 // of its mean latitude; the cap can also be written as a box whose edges
-// run along ±180° and ±90°. Circles that cross the antimeridian or cover
-// a pole work as-is.
+// run along ±180° and ±90° (an edge from -180° to 180° at one latitude is
+// that whole parallel). Circles that cross the antimeridian or cover a pole
+// work as-is. Positions are normalised to longitudes in [-180, 180).
 //
 // # Categories
 //
@@ -111,12 +114,14 @@
 //
 // # Index
 //
-// NewIndex validates a set and builds an immutable Index, safe for
+// NewIndex validates a set (the same rules as the parsers, so zones built
+// in code are checked too) and builds an immutable Index, safe for
 // concurrent readers. Polygons are cut at the antimeridian into pieces;
 // each piece and circle gets a bounding box, and a uniform grid over the
-// zones' extent (about two cells per piece, coarsened when big pieces would
-// make cell lists long) lists the pieces whose box meets each cell. A query
-// looks up one cell, checks the boxes, the vertical limits and the time,
+// zones' extent (about four cells per piece, coarsened when big pieces
+// would make cell lists long) lists, per cell, the pieces whose box meets
+// it, with the box inline (float32, rounded outwards). A query looks up one
+// cell, checks the boxes, the vertical limits and the time,
 // then runs the exact test: haversine for circles, and for polygons a
 // crossing-number test over only the edges in the point's horizontal band
 // of the polygon (edges are bucketed into bands at build time). Query

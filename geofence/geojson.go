@@ -87,6 +87,11 @@ func parseGeoJSON(b []byte) (*ZoneSet, error) {
 	if fc.Type != "FeatureCollection" {
 		return nil, fileProblem("type", fmt.Sprintf("must be \"FeatureCollection\", not %q", fc.Type))
 	}
+	if fc.Features == nil {
+		// Missing or null, not an empty array: a misspelt member must not
+		// load as a set without zones.
+		return nil, fileProblem("features", "required (an array, possibly empty)")
+	}
 	var ps problems
 	set := &ZoneSet{Zones: make([]*Zone, 0, len(fc.Features))}
 	seen := make(map[string]int, len(fc.Features))

@@ -104,10 +104,15 @@ func TestFileLevelErrors(t *testing.T) {
 		"not a collection":      `{"type":"Feature"}`,
 		"features not an array": `{"type":"FeatureCollection","features":{}}`,
 		"feature not an object": `{"type":"FeatureCollection","features":[42]}`,
+		"no features member":    `{"type":"FeatureCollection","feature":[]}`,
 	} {
 		if set, err := ParseGeoJSON(strings.NewReader(src)); err == nil || set != nil || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, %v", name, set, err)
 		}
+	}
+	set, err := ParseGeoJSON(strings.NewReader(`{"type":"FeatureCollection","features":[]}`))
+	if err != nil || len(set.Zones) != 0 {
+		t.Errorf("empty collection: %v, %v", set, err)
 	}
 }
 
