@@ -494,23 +494,23 @@ func parseDailyPeriod(v any, field string, add func(field, msg string)) ([]Weekl
 	}
 	start, end := 0, 86400
 	if sv, ok := p.get("startTime"); ok {
-		s, ok := parseTimeOfDay(sv)
+		s, off, ok := parseTimeOfDay(sv)
 		if !ok {
 			add(field+".startTime", fmt.Sprintf("must be a time of day like 08:00:00Z, not %v", sv))
 			return nil, false
 		}
-		start = s
+		start = s - off
 	}
 	if ev, ok := p.get("endTime"); ok {
-		e, ok := parseTimeOfDay(ev)
+		e, off, ok := parseTimeOfDay(ev)
 		if !ok {
 			add(field+".endTime", fmt.Sprintf("must be a time of day like 18:00:00Z, not %v", ev))
 			return nil, false
 		}
-		end = e
-		if mod(end, 86400) == 86400-1 || mod(end, 86400) == 86400-60 {
-			end += 86400 - mod(end, 86400)
+		if e == 86400-1 || e == 86400-60 {
+			e = 86400 // 23:59:59 (or 23:59) local means midnight
 		}
+		end = e - off
 	}
 	dur := end - start
 	if dur <= 0 {
@@ -538,13 +538,12 @@ func mod(a, m int) int {
 }
 
 // parseTimeOfDay reads HH:MM[:SS[.frac]][Z|±HH:MM] into seconds since
-// 00:00 UTC (which may fall outside [0, 86400) with an offset).
-func parseTimeOfDay(v any) (int, bool) {
-	s, ok := v.(string)
-	if !ok || len(s) < 5 {
-		return 0, false
+// local midnight and the offset from UTC in seconds.
+func parseTimeOfDay(v any) (t, off int, ok bool) {
+	s, isStr := v.(string)
+	if !isStr || len(s) < 5 {
+		return 0, 0, false
 	}
-	off := 0
 	switch {
 	case strings.HasSuffix(s, "Z") || strings.HasSuffix(s, "z"):
 		s = s[:len(s)-1]
@@ -552,7 +551,7 @@ func parseTimeOfDay(v any) (int, bool) {
 		oh, err1 := strconv.Atoi(s[len(s)-5 : len(s)-3])
 		om, err2 := strconv.Atoi(s[len(s)-2:])
 		if err1 != nil || err2 != nil || oh > 14 || om > 59 {
-			return 0, false
+			return 0, 0, false
 		}
 		off = oh*3600 + om*60
 		if s[len(s)-6] == '-' {
@@ -562,26 +561,26 @@ func parseTimeOfDay(v any) (int, bool) {
 	}
 	parts := strings.Split(s, ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return 0, false
+		return 0, 0, false
 	}
 	h, err := strconv.Atoi(parts[0])
 	if err != nil || h < 0 || h > 24 || len(parts[0]) != 2 {
-		return 0, false
+		return 0, 0, false
 	}
 	m, err := strconv.Atoi(parts[1])
 	if err != nil || m < 0 || m > 59 || len(parts[1]) != 2 {
-		return 0, false
+		return 0, 0, false
 	}
 	sec := 0.0
 	if len(parts) == 3 {
 		sec, err = strconv.ParseFloat(parts[2], 64)
 		if err != nil || sec < 0 || sec >= 60 || len(parts[2]) < 2 || parts[2][0] == '+' || parts[2][0] == '-' {
-			return 0, false
+			return 0, 0, false
 		}
 	}
-	t := h*3600 + m*60 + int(math.Floor(sec))
+	t = h*3600 + m*60 + int(math.Floor(sec))
 	if t > 86400 {
-		return 0, false
+		return 0, 0, false
 	}
-	return t - off, true
+	return t, off, true
 }

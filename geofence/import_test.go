@@ -162,13 +162,14 @@ func TestED269UASZoneListDailyPeriod(t *testing.T) {
 	}
 	stadium := func(ts string) Point { return Point{Lat: 52.5147, Lon: 13.2395, Time: utc(ts)} }
 	for ts, want := range map[string]bool{
-		"2026-09-05T13:00:00Z": true,  // Saturday 13:00Z
-		"2026-09-05T19:00:00Z": false, // end exclusive
-		"2026-09-02T17:45:00Z": true,  // Wednesday 18:45+01:00
-		"2026-09-02T22:59:00Z": true,  // Wednesday 23:59+01:00
-		"2026-09-02T23:01:00Z": false, // after midnight +01:00
-		"2026-09-03T18:00:00Z": false, // Thursday
-		"2027-06-05T14:00:00Z": false, // a Saturday after endDateTime
+		"2026-09-05T13:00:00Z":   true,  // Saturday 13:00Z
+		"2026-09-05T19:00:00Z":   false, // end exclusive
+		"2026-09-02T17:45:00Z":   true,  // Wednesday 18:45+01:00
+		"2026-09-02T22:59:00Z":   true,  // Wednesday 23:59+01:00
+		"2026-09-02T22:59:59.5Z": true,  // 23:59:59+01:00 is read as midnight +01:00
+		"2026-09-02T23:01:00Z":   false, // after midnight +01:00
+		"2026-09-03T18:00:00Z":   false, // Thursday
+		"2027-06-05T14:00:00Z":   false, // a Saturday after endDateTime
 	} {
 		if got := len(ix.Query(stadium(ts), nil)) == 1; got != want {
 			t.Errorf("Olympiastadion at %s: %v, want %v", ts, got, want)
@@ -301,5 +302,36 @@ func TestAirportsZoneSet(t *testing.T) {
 	tma.Lat = 51.4700 + 10000/111319.49 // inside the hole: the CTR, below 120 m AGL only
 	if ids(ix.Query(tma, nil)) != "EGLL-CTR-LOW?" {
 		t.Errorf("EGLL TMA hole: %q", ids(ix.Query(tma, nil)))
+	}
+}
+
+func TestParseTimeOfDay(t *testing.T) {
+	cases := []struct {
+		in      string
+		t, off  int
+		wantErr bool
+	}{
+		{"08:00", 8 * 3600, 0, false},
+		{"08:00:30Z", 8*3600 + 30, 0, false},
+		{"17:00:00.00Z", 17 * 3600, 0, false},
+		{"12:00-05:30", 12 * 3600, -(5*3600 + 1800), false},
+		{"23:59:59+01:00", 86399, 3600, false},
+		{"24:00", 86400, 0, false},
+		{"24:01", 0, 0, true},
+		{"8:00", 0, 0, true},
+		{"12:00:60", 0, 0, true},
+		{"12:60", 0, 0, true},
+		{"noon", 0, 0, true},
+	}
+	for _, c := range cases {
+		tt, off, ok := parseTimeOfDay(c.in)
+		if ok == c.wantErr || (ok && (tt != c.t || off != c.off)) {
+			t.Errorf("parseTimeOfDay(%q) = %d, %d, %v", c.in, tt, off, ok)
+		}
+	}
+	// A daily period across midnight on Sunday wraps to Monday morning.
+	ivs, ok := parseDailyPeriod(map[string]any{"day": []any{"SUN"}, "startTime": "22:00Z", "endTime": "02:00Z"}, "p", func(string, string) {})
+	if !ok || len(ivs) != 2 || ivs[0] != (WeeklyInterval{6*86400 + 22*3600, week}) || ivs[1] != (WeeklyInterval{0, 2 * 3600}) {
+		t.Errorf("Sunday night: %v %v", ivs, ok)
 	}
 }
