@@ -3,6 +3,7 @@ package geofence
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -93,6 +94,40 @@ func FuzzParse(f *testing.F) {
 		}
 		if err == nil {
 			exercise(t, set, nil)
+		}
+	})
+}
+
+// FuzzIndexMatchesBruteForce extends the property test: each input seeds a
+// random zone set (in one of the property test's regions) and random
+// points; the index and the brute-force scan must agree on every point.
+func FuzzIndexMatchesBruteForce(f *testing.F) {
+	f.Add(uint64(1), uint8(0), uint8(40))
+	f.Add(uint64(2), uint8(1), uint8(10))
+	f.Add(uint64(3), uint8(2), uint8(25))
+	f.Fuzz(func(t *testing.T, seed uint64, region, zones uint8) {
+		pc := propertyConfigs[int(region)%len(propertyConfigs)]
+		set := randomSet(seed, 1+int(zones)%64, pc.c)
+		ix, err := NewIndex(set)
+		if err != nil {
+			t.Skip("random set not valid:", err)
+		}
+		bf := newBruteForce(set)
+		rng := rand.New(rand.NewPCG(seed, uint64(zones)))
+		var got, want []Hit
+		for i := 0; i < 300; i++ {
+			p := randomPoint(rng, pc.c)
+			if i%2 == 1 {
+				z := set.Zones[rng.IntN(len(set.Zones))]
+				p = nearZone(rng, z, p)
+				if a, b := ix.StillInside(z.ID, p), bf.StillInside(z.ID, p); a != b {
+					t.Fatalf("StillInside(%s, %+v): index %v, brute force %v", z.ID, p, a, b)
+				}
+			}
+			got, want = ix.Query(p, got), bf.Query(p, want)
+			if !sameHits(got, want) {
+				t.Fatalf("%+v: index %s, brute force %s", p, ids(got), ids(want))
+			}
 		}
 	})
 }
