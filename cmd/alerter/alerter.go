@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ type Alerter struct {
 	m       *metrics
 	running atomic.Int32 // partitions running now
 	joined  atomic.Bool
+	done    atomic.Int64 // records committed (applied, duplicate, invalid or skipped)
 }
 
 // NewAlerter returns an alerter over store with the zone holder zones.
@@ -149,8 +151,10 @@ func (a *Alerter) Run(ctx context.Context) error {
 			ids[i] = p.ID
 		}
 		a.log.Info("assigned", "generation", gen.ID, "member", gen.MemberID, "partitions", ids)
+		oc := newOffsetCommitter()
+		gen.Start(func(gctx context.Context) { oc.run(gctx, gen, a.cfg.Topic, a.log) })
 		for _, p := range parts {
-			gen.Start(func(gctx context.Context) { a.runPartition(gctx, gen, p.ID, p.Offset) })
+			gen.Start(func(gctx context.Context) { a.runPartition(gctx, oc, p.ID, p.Offset, gen.ID) })
 		}
 	}
 }
@@ -158,14 +162,14 @@ func (a *Alerter) Run(ctx context.Context) error {
 // runPartition processes one partition for the generation's lifetime:
 // load, read, apply, commit; on an error of unknown outcome it reloads from
 // Redis and goes on; when fenced it stops (a later generation reloads).
-func (a *Alerter) runPartition(ctx context.Context, gen *kafka.Generation, partition int, committed int64) {
+func (a *Alerter) runPartition(ctx context.Context, oc *offsetCommitter, partition int, committed int64, genID int32) {
 	a.running.Add(1)
 	a.m.assigned.Inc()
 	defer func() { a.running.Add(-1); a.m.assigned.Dec() }()
-	log := a.log.With("partition", partition, "generation", gen.ID)
+	log := a.log.With("partition", partition, "generation", genID)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := a.consume(ctx, gen, partition, committed, log)
+		err := a.consume(ctx, oc, partition, committed, log)
 		if ctx.Err() != nil {
 			return
 		}
@@ -184,7 +188,7 @@ func (a *Alerter) runPartition(ctx context.Context, gen *kafka.Generation, parti
 	}
 }
 
-func (a *Alerter) consume(ctx context.Context, gen *kafka.Generation, partition int, committed int64, log *slog.Logger) error {
+func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition int, committed int64, log *slog.Logger) error {
 	snap, err := a.store.Load(ctx, partition)
 	if err != nil {
 		return err
@@ -241,13 +245,12 @@ func (a *Alerter) consume(ctx context.Context, gen *kafka.Generation, partition 
 			return err // the engine is now ahead of Redis: discard it
 		}
 		a.m.observe(out, res, time.Since(began))
+		a.done.Add(int64(out.Stats.Records + out.Stats.Skipped))
 		if res.Suppressed > 0 {
 			log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
 		}
 		// Kafka's committed offset follows Redis, never leads it.
-		if err := gen.CommitOffsets(map[string]map[int]int64{a.cfg.Topic: {partition: out.Batch.Applied + 1}}); err != nil && ctx.Err() == nil {
-			log.Debug("commit offset to kafka", "err", err)
-		}
+		oc.offer(partition, out.Batch.Applied+1)
 	}
 }
 
@@ -285,4 +288,57 @@ func fetchBatch(ctx context.Context, r *kafka.Reader, recs []alerts.Record, n in
 func newRedisClient(addr, name string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ClientName: name, MaxRetries: -1, DialTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+}
+
+// offsetCommitter commits the generation's offsets to Kafka, after Redis:
+// partitions offer the offset after each committed batch, and one goroutine
+// commits the latest of every partition in one OffsetCommit request as soon
+// as the previous one is done. kafka-go's CommitOffsets is a synchronous
+// round trip on the coordinator connection; doing it in each partition's
+// loop halved the alerter's throughput, and the guarantee does not rest on
+// it (the resume point is Redis's applied offset).
+type offsetCommitter struct {
+	mu      sync.Mutex
+	pending map[int]int64
+	wake    chan struct{}
+}
+
+func newOffsetCommitter() *offsetCommitter {
+	return &offsetCommitter{pending: map[int]int64{}, wake: make(chan struct{}, 1)}
+}
+
+func (oc *offsetCommitter) offer(partition int, next int64) {
+	oc.mu.Lock()
+	oc.pending[partition] = next
+	oc.mu.Unlock()
+	select {
+	case oc.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (oc *offsetCommitter) take() map[int]int64 {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if len(oc.pending) == 0 {
+		return nil
+	}
+	p := oc.pending
+	oc.pending = map[int]int64{}
+	return p
+}
+
+func (oc *offsetCommitter) run(ctx context.Context, gen *kafka.Generation, topic string, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-oc.wake:
+		}
+		if p := oc.take(); p != nil {
+			if err := gen.CommitOffsets(map[string]map[int]int64{topic: p}); err != nil && ctx.Err() == nil {
+				log.Debug("commit offsets to kafka", "err", err)
+			}
+		}
+	}
 }

@@ -22,7 +22,7 @@ import (
 // pipeline is one live test setup: a unique topic, group and Redis prefix
 // on the given Kafka and Redis.
 type pipeline struct {
-	t          *testing.T
+	t          testing.TB
 	brokers    []string
 	redisAddr  string
 	topic      string
@@ -32,7 +32,7 @@ type pipeline struct {
 	rc         *redis.Client
 }
 
-func newPipeline(t *testing.T, brokers []string, redisAddr string, partitions int) *pipeline {
+func newPipeline(t testing.TB, brokers []string, redisAddr string, partitions int) *pipeline {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { _ = rc.Close() })
@@ -89,7 +89,7 @@ func (p *pipeline) startInProcess(cfg Config) (stop func()) {
 	return stop
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))

@@ -28,7 +28,7 @@ var (
 )
 
 // alerterBinary builds this command once per test run.
-func alerterBinary(t *testing.T) string {
+func alerterBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "alerter-bin-")
@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 
 // proc is an alerter running as a subprocess.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	cmd     *exec.Cmd
 	http    string

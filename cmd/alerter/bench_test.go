@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/alerts/scenario"
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/testenv"
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+// toggling returns drones×positions records where every drone crosses the
+// POLY zone's boundary every `every` positions: a transition rate of
+// 1/every per record.
+func toggling(drones, positions, every int) []telemetry.Position {
+	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	out := make([]telemetry.Position, 0, drones*positions)
+	for s := 0; s < positions; s++ {
+		for d := 0; d < drones; d++ {
+			lon := -0.49 // inside POLY
+			if (s/every)%2 == 1 {
+				lon = -0.52 // in no zone
+			}
+			out = append(out, telemetry.Position{DroneID: fmt.Sprintf("UAV-%04d", d), Seq: int64(s + 1),
+				TS: start.Add(time.Duration(s) * time.Second), Lat: 51.47 + float64(d)*1e-5, Lon: lon, AltM: telemetry.Float(80)})
+		}
+	}
+	return out
+}
+
+// countingHook counts round trips to Redis (a pipeline is one).
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// plainConsume reads every partition to its end with one kafka.Reader per
+// partition and decodes each record: the baseline.
+func plainConsume(b *testing.B, p *pipeline, ends map[int]int64) time.Duration {
+	began := time.Now()
+	var wg sync.WaitGroup
+	for part := 0; part < p.partitions; part++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: p.brokers, Topic: p.topic, Partition: part, MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 250 * time.Millisecond})
+			defer r.Close()
+			for {
+				m, err := r.FetchMessage(context.Background())
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := telemetry.Decode(m.Value); err != nil {
+					b.Error(err)
+					return
+				}
+				if m.Offset >= ends[part]-1 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(began)
+}
+
+// runAlerter runs an alerter (own group and prefix) until it applied every
+// record, timing from the moment it joined the group; it returns the time
+// and the Redis round trips.
+func runAlerter(b *testing.B, p *pipeline, total int64) (time.Duration, int64) {
+	p.group = testenv.UniqueName("bench")
+	p.prefix = testenv.UniqueName("bench")
+	cfg := p.config()
+	cfg.Batch = 500
+	cfg.Linger = 20 * time.Millisecond
+	hook := &countingHook{}
+	rc := newRedisClient(cfg.RedisAddr, "bench")
+	defer rc.Close()
+	rc.AddHook(hook)
+	store, err := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: cfg.RedisPrefix, Topic: cfg.Topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix, err := loadZones(cfg.Zones)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var zones geofence.Current
+	zones.Store(ix)
+	a := NewAlerter(cfg, store, &zones, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !a.joined.Load() {
+		<-tick.C
+	}
+	began := time.Now()
+	base := hook.n.Load()
+	for a.done.Load() < total {
+		<-tick.C
+	}
+	took := time.Since(began)
+	if err := p.caughtUp(); err != nil {
+		b.Fatal(err)
+	}
+	return took, hook.n.Load() - base
+}
+
+// BenchmarkAlerterVsPlainConsumer: the alerter flat out over a topic
+// already filled, against a plain kafka-go consumer that only decodes the
+// same topic, in the same run; and the alerter's Redis round trips per
+// 1,000 positions at the scenario's (~1.6%), 1% and 20% transitions.
+func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
+	brokers, raddr := testenv.Kafka(b), testenv.Redis(b)
+	cases := []struct {
+		name string
+		recs []telemetry.Position
+	}{
+		{"scenario-400x500", scenario.Generate(scenario.Config{Seed: 1, Drones: 400, Positions: 500, DupRate: 0.04, StaleRate: 0.01}).Records},
+		{"transitions-1pct", toggling(400, 500, 100)},
+		{"transitions-20pct", toggling(400, 500, 5)},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			p := &pipeline{t: b, brokers: brokers, redisAddr: raddr, partitions: 12, topic: testenv.CreateTopic(b, brokers, 12)}
+			p.rc = redis.NewClient(&redis.Options{Addr: raddr})
+			defer p.rc.Close()
+			if err := p.produceErr(tc.recs); err != nil {
+				b.Fatal(err)
+			}
+			ends, err := p.endOffsets()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var plain, alert time.Duration
+			var trips int64
+			for i := 0; i < b.N; i++ {
+				plain += plainConsume(b, p, ends)
+				d, n := runAlerter(b, p, int64(len(tc.recs)))
+				alert += d
+				trips += n
+			}
+			n := float64(len(tc.recs) * b.N)
+			b.ReportMetric(n/plain.Seconds(), "plain_records/s")
+			b.ReportMetric(n/alert.Seconds(), "alerter_records/s")
+			b.ReportMetric(plain.Seconds()/alert.Seconds(), "ratio")
+			b.ReportMetric(float64(trips)/n*1000, "redis_trips/1000rec")
+		})
+	}
+}
