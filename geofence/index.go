@@ -83,7 +83,7 @@ func NewIndex(set *ZoneSet) (*Index, error) {
 	}
 	ix := &Index{
 		version: set.Version,
-		zones:   set.Zones,
+		zones:   slices.Clone(set.Zones),
 		byID:    make(map[string]int32, len(set.Zones)),
 		always:  make([]bool, len(set.Zones)),
 		zparts:  make([]int32, len(set.Zones)+1),

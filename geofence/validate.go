@@ -151,18 +151,16 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 		add(ring(0), "polygon has no ring")
 		return
 	}
-	ok := true
 	for ri, r := range p {
 		if len(r) < 4 {
 			add(ring(ri), fmt.Sprintf("a ring needs at least 4 positions, has %d", len(r)))
-			ok = false
 			continue
 		}
 		good := true
 		for pi, pt := range r {
 			if msg := positionProblem(pt); msg != "" {
 				add(idx(ring(ri), pi), msg)
-				good, ok = false, false
+				good = false
 				break
 			}
 		}
@@ -171,31 +169,25 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 		}
 		if r[0] != r[len(r)-1] {
 			add(ring(ri), fmt.Sprintf("ring is not closed: first position %v differs from last %v", r[0], r[len(r)-1]))
-			ok = false
 			continue
 		}
 		if distinct(r) < 3 {
 			add(ring(ri), "ring is degenerate: fewer than 3 distinct positions")
-			ok = false
 			continue
 		}
 		u, turns := unwrapRing(r)
 		if turns < -1 || turns > 1 {
 			add(ring(ri), errWinding.Error())
-			ok = false
 			continue
 		}
 		if turns != 0 && polarSide(u) == 0 {
 			add(ring(ri), errPoleAmbiguous.Error())
-			ok = false
 			continue
 		}
 		if ringSelfIntersects(u) {
 			add(ring(ri), "ring intersects itself")
-			ok = false
 		}
 	}
-	_ = ok
 }
 
 // Validate checks every zone of the set and that ids are unique. It returns

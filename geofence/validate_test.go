@@ -58,6 +58,7 @@ func TestGeoJSONValidation(t *testing.T) {
 		{"no geometry", feature(`null`, `{"id":"X"}`), "geometry", "required"},
 		{"line string", feature(`{"type":"LineString","coordinates":[[0,0],[1,1]]}`, `{"id":"X"}`), "geometry.type", "must be Polygon, MultiPolygon or Point"},
 		{"multipolygon ring", feature(`{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1,1],[0,1],[0,0]]],[[[5,5],[6,5],[5,5]]]]}`, `{"id":"X"}`), "geometry.coordinates[1][0]", "at least 4"},
+		{"winds twice", feature(`{"type":"Polygon","coordinates":[[[0,80],[90,80],[180,80],[-90,80],[0,81],[90,81],[180,81],[-90,81],[0,80]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "more than once"},
 		{"two poles", feature(`{"type":"Polygon","coordinates":[[[0,0],[120,0],[-120,0],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "cannot tell which pole"},
 	}
 	for _, c := range cases {
