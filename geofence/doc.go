@@ -54,15 +54,17 @@
 //     Keys match regardless of case and underscores. Each zone: identifier,
 //     name, restriction, zoneAuthority, applicability (permanent,
 //     startDateTime / endDateTime, schedule or dailyPeriod of {day,
-//     startTime, endTime}), geometry: list of {uomDimensions (M or FT,
-//     converted to metres), lowerLimit / upperLimit (either may be null),
-//     lowerVerticalReference / upperVerticalReference (AGL, AMSL, WGS84),
+//     startTime, endTime}), geometry: list of {uomDimensions (M, FT or
+//     FL, converted to metres), lowerLimit / upperLimit (either may be
+//     null), lowerVerticalReference / upperVerticalReference (AGL, AMSL,
+//     WGS84; STD, pressure altitude, is compared as AMSL, which it equals in
+//     the standard atmosphere),
 //     horizontalProjection: Polygon, MultiPolygon, or {type: Circle,
 //     center: [lon, lat], radius}}. Coordinates are [lon, lat].
 //   - ED-318 GeoJSON, ParseED318: a FeatureCollection whose geometries
 //     (Polygon, MultiPolygon, Point with extent {subType: Circle, radius},
 //     or a GeometryCollection of them, one volume each) carry a layer
-//     {lower, lowerReference, upper, upperReference, uom (m or ft)};
+//     {lower, lowerReference, upper, upperReference, uom (m, ft or FL)};
 //     properties identifier, name ([{text, lang}]), type (the restriction),
 //     zoneAuthority, limitedApplicability (as ED-269's applicability).
 //     Metadata dates must be date-time strings.

@@ -255,7 +255,7 @@ func parseED269Volume(gv any, field string, add func(field, msg string)) (Volume
 		us, _ := u.(string)
 		s, ok := unitScale(us)
 		if !ok {
-			add(field+".uomDimensions", fmt.Sprintf("must be M or FT, not %v", u))
+			add(field+".uomDimensions", fmt.Sprintf("must be M, FT or FL, not %v", u))
 		}
 		scale = s
 	}
@@ -275,6 +275,8 @@ func unitScale(u string) (float64, bool) {
 		return 1, true
 	case "FT":
 		return 0.3048, true
+	case "FL":
+		return 30.48, true // flight levels: hundreds of feet
 	}
 	return 1, false
 }
@@ -293,8 +295,13 @@ func ed269Limit(g obj, key, refKey string, scale float64, field string, add func
 	if rv, ok := g.get(refKey); ok {
 		rs, _ := rv.(string)
 		r, ok := ParseRef(rs)
+		if upperASCII(rs) == "STD" {
+			// Pressure altitude (flight levels): compared as AMSL, which
+			// it equals in the standard atmosphere.
+			r, ok = AMSL, true
+		}
 		if !ok {
-			add(field+"."+refKey, fmt.Sprintf("must be AGL, AMSL or WGS84, not %v", rv))
+			add(field+"."+refKey, fmt.Sprintf("must be AGL, AMSL, WGS84 or STD, not %v", rv))
 		}
 		l.Ref = r
 	}

@@ -226,7 +226,7 @@ func parseED318Geometry(g obj, props obj, path string, add func(field, msg strin
 			us, _ := u.(string)
 			s, ok := unitScale(us)
 			if !ok {
-				add(lpath+".uom", fmt.Sprintf("must be m or ft, not %v", u))
+				add(lpath+".uom", fmt.Sprintf("must be m, ft or FL, not %v", u))
 			}
 			scale = s
 		}

@@ -335,3 +335,14 @@ func TestParseTimeOfDay(t *testing.T) {
 		t.Errorf("Sunday night: %v %v", ivs, ok)
 	}
 }
+
+func TestED269FlightLevels(t *testing.T) {
+	src := `{"features":[{"identifier":"TRA","restriction":"PROHIBITED","geometry":[{"uomDimensions":"FL","lowerLimit":null,"upperLimit":95,"upperVerticalReference":"STD","horizontalProjection":{"type":"Circle","center":[7,46],"radius":500}}]}]}`
+	set, err := ParseED269(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := set.Zones[0].Volumes[0].Ceiling; c == nil || math.Abs(c.M-2895.6) > 1e-9 || c.Ref != AMSL {
+		t.Fatalf("FL95 STD: %+v, want 2895.6 m AMSL", c)
+	}
+}

@@ -165,8 +165,8 @@ func TestED269Validation(t *testing.T) {
 	circle := `{"uomDimensions":"M","lowerLimit":0,"lowerVerticalReference":"AGL","upperLimit":120,"upperVerticalReference":"AGL","horizontalProjection":{"type":"Circle","center":[7,46],"radius":500}}`
 	cases := []struct{ name, src, field, msg string }{
 		{"restriction", zone("FORBIDDEN", circle), "restriction", "must be PROHIBITED"},
-		{"unit", zone("PROHIBITED", strings.Replace(circle, `"M"`, `"KM"`, 1)), "geometry[0].uomDimensions", "must be M or FT"},
-		{"reference", zone("PROHIBITED", strings.Replace(circle, `"lowerVerticalReference":"AGL"`, `"lowerVerticalReference":"QFE"`, 1)), "geometry[0].lowerVerticalReference", "must be AGL, AMSL or WGS84"},
+		{"unit", zone("PROHIBITED", strings.Replace(circle, `"M"`, `"KM"`, 1)), "geometry[0].uomDimensions", "must be M, FT or FL"},
+		{"reference", zone("PROHIBITED", strings.Replace(circle, `"lowerVerticalReference":"AGL"`, `"lowerVerticalReference":"QFE"`, 1)), "geometry[0].lowerVerticalReference", "must be AGL, AMSL, WGS84 or STD"},
 		{"radius", zone("PROHIBITED", strings.Replace(circle, `"radius":500`, `"radius":-1`, 1)), "geometry[0].horizontalProjection.radius", "> 0"},
 		{"floor above ceiling", zone("PROHIBITED", strings.Replace(circle, `"lowerLimit":0`, `"lowerLimit":200`, 1)), "geometry[0].lowerLimit", "must be below geometry[0].upperLimit"},
 		{"projection", zone("PROHIBITED", `{"horizontalProjection":{"type":"Square"}}`), "geometry[0].horizontalProjection.type", "must be Polygon"},
