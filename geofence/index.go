@@ -24,22 +24,26 @@ const (
 	kindCircle
 )
 
-// part is one piece of one volume of one zone, as the hot path needs it.
+// part is one piece of one volume of one zone. What Query reads fills the
+// first 64 bytes (one cache line); the rest serves StillInside.
 type part struct {
-	minX, minY, maxX, maxY float64 // bound, lon/lat degrees, within [-180, 180]
-	zone                   int32
-	kind                   uint8
-	hasFloor, hasCeil      bool
-	floorRef, ceilRef      Ref
-	floor, ceil            float64
+	zone              int32
+	bandOff           int32 // polygon: bands are bandStart[bandOff : bandOff+nBands+1]
+	nBands            uint16
+	kind              uint8
+	hasFloor, hasCeil bool
+	floorRef, ceilRef Ref
+	floor, ceil       float64
+	// Shape: for a polygon, bandY0 and bandInv (bands start at latitude
+	// bandY0, bandInv bands per degree) in s0, s1; for a circle, centre
+	// longitude and latitude, cos(latitude) and the haversine of the
+	// angular radius in s0..s3.
+	s0, s1, s2, s3 float64
 
-	// polygon: edges[edgeOff:edgeOff+nEdges], bands[bandOff:bandOff+nBands+1]
-	edgeOff, nEdges int32
-	bandOff, nBands int32
-	bandY0, bandInv float64
-
-	// circle
-	cLon, cLat, cosLat, havR, radius float64
+	minX, minY, maxX, maxY float64  // bound, lon/lat degrees, within [-180, 180]
+	edgeOff, nEdges        int32    // polygon: edges[edgeOff : edgeOff+nEdges]
+	radius                 float64  // circle, metres
+	_                      [16]byte // to 128 bytes: the hot half never straddles two cache lines
 }
 
 // edge is one polygon edge; ring is the ring's bit (outer = 0).
@@ -135,10 +139,10 @@ func (ix *Index) addVolume(zi int32, v *Volume) error {
 	if c := v.Circle; c != nil {
 		p := base
 		p.kind = kindCircle
-		p.cLon, p.cLat, p.radius = c.Center[0], c.Center[1], c.RadiusM
-		p.cosLat = math.Cos(p.cLat * deg)
+		p.s0, p.s1, p.radius = c.Center[0], c.Center[1], c.RadiusM
+		p.s2 = math.Cos(p.s1 * deg)
 		s := math.Sin(c.RadiusM / earthRadius / 2)
-		p.havR = s * s
+		p.s3 = s * s
 		x0, y0, x1, y1 := circleBound(*c)
 		p.minY, p.maxY = y0, y1
 		// Split a bound that crosses the antimeridian in two parts.
@@ -190,14 +194,14 @@ func (ix *Index) addPolygon(p part, poly orb.Polygon) {
 		nb = 4096
 	}
 	h := p.maxY - p.minY
-	p.bandY0 = p.minY
+	p.s0 = p.minY
 	if h > 0 {
-		p.bandInv = float64(nb) / h
+		p.s1 = float64(nb) / h
 	}
-	p.nBands = int32(nb)
+	p.nBands = uint16(nb)
 	p.bandOff = int32(len(ix.bandStart))
 	band := func(y float64) int {
-		b := int((y - p.bandY0) * p.bandInv)
+		b := int((y - p.s0) * p.s1)
 		if b < 0 {
 			return 0
 		}
@@ -381,17 +385,17 @@ func (p *part) vertical(h *Heights, buf float64) (ok, assumed bool) {
 // the part's bound.
 func (ix *Index) containsXY(p *part, x, y float64) bool {
 	if p.kind == kindCircle {
-		s1 := math.Sin((y - p.cLat) * (deg / 2))
-		s2 := math.Sin((x - p.cLon) * (deg / 2))
-		a := s1*s1 + p.cosLat*math.Cos(y*deg)*s2*s2
-		return a <= p.havR
+		s1 := math.Sin((y - p.s1) * (deg / 2))
+		s2 := math.Sin((x - p.s0) * (deg / 2))
+		a := s1*s1 + p.s2*math.Cos(y*deg)*s2*s2
+		return a <= p.s3
 	}
 	if y >= 90 {
 		// The north pole: the crossing test leaves out top edges, so test
 		// just below it (a polar cap contains its pole).
 		y = 90 - 1e-12
 	}
-	b := int((y - p.bandY0) * p.bandInv)
+	b := int((y - p.s0) * p.s1)
 	if b < 0 {
 		b = 0
 	} else if b >= int(p.nBands) {
@@ -513,7 +517,7 @@ func lonNear(x, lo, hi float64) bool {
 // projection around the point.
 func (ix *Index) distM(p *part, x, y float64) float64 {
 	if p.kind == kindCircle {
-		return math.Max(0, havDist(x, y, p.cLon, p.cLat)-p.radius)
+		return math.Max(0, havDist(x, y, p.s0, p.s1)-p.radius)
 	}
 	if x >= p.minX && x <= p.maxX && y >= p.minY && y <= p.maxY && ix.containsXY(p, x, y) {
 		return 0
