@@ -110,6 +110,7 @@ type sample struct {
 // the append rate meanwhile; afterwards the endpoint that was down receives
 // every event (no dead letter, none lost), and Kafka holds each exactly once.
 func TestWebhookOutage(t *testing.T) {
+	t.Parallel() // mostly waiting for the outage to pass
 	brokers := testenv.Kafka(t)
 	rdb := testenv.RedisClient(t)
 	topic := testenv.CreateTopic(t, brokers, 2)
