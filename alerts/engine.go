@@ -1,7 +1,6 @@
 package alerts
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/nofly-dev/nofly/dedup"
@@ -141,14 +140,11 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		out.Batch.Drones[id] = s.Encode()
 	}
 	out.Batch.Events = make([]dedup.Event, len(out.Events))
+	var buf []byte
 	for i := range out.Events {
-		b, err := json.Marshal(&out.Events[i])
-		if err != nil {
-			// Only a NaN or Inf could fail, and telemetry.Decode rejects
-			// them; keep the event rather than lose it.
-			b = []byte(fmt.Sprintf(`{"event_id":%q,"error":%q}`, out.Events[i].EventID, err))
-		}
-		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: b}
+		start := len(buf)
+		buf = out.Events[i].AppendJSON(buf)
+		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: buf[start:len(buf):len(buf)]}
 	}
 	return out
 }
