@@ -23,7 +23,10 @@ type Config struct {
 	// Webhooks to deliver every event to, each at least once.
 	Webhooks []Webhook
 	// HTTPClient posts to the webhooks. Default: a client with no overall
-	// timeout (each attempt is bounded by its Webhook.Timeout).
+	// timeout (each attempt is bounded by its Webhook.Timeout), up to 64
+	// idle connections per host, and no redirects followed (a 3xx is a
+	// permanent failure: Go would turn a redirected POST into a GET
+	// without the event).
 	HTTPClient *http.Client
 
 	// BatchSize is the most entries read per XREAD, and so produced per
@@ -80,7 +83,12 @@ func (c *Config) setDefaults() {
 		c.Prefix = "nofly"
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		c.HTTPClient = &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500

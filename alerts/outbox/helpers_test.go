@@ -14,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
-
-	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
 // testLogger logs warnings and errors only, so test output stays readable.
@@ -190,6 +188,3 @@ func checkKafkaPartition(t *testing.T, brokers []string, topic string, partition
 		}
 	}
 }
-
-// ensure testenv is linked for every test file.
-var _ = testenv.UniqueName

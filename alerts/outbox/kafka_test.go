@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
@@ -202,5 +201,3 @@ func TestKafkaExactlyOnce(t *testing.T) {
 		})
 	}
 }
-
-var _ redis.UniversalClient = (*redis.Client)(nil)

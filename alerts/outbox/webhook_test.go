@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -218,6 +217,11 @@ func TestWebhookOutput(t *testing.T) {
 		}},
 		{name: "permanent 400: dead letter at once", maxAttempts: 5, posts: 1, dead: true, deadReason: "permanent: HTTP 400",
 			reply: func(a int, w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest) }},
+		{name: "redirect is not followed: dead letter at once", maxAttempts: 5, posts: 1, dead: true, deadReason: "permanent: HTTP 301",
+			reply: func(a int, w http.ResponseWriter) {
+				w.Header().Set("Location", "/elsewhere")
+				w.WriteHeader(http.StatusMovedPermanently)
+			}},
 		{name: "permanent 404: dead letter at once", maxAttempts: 5, posts: 1, dead: true, deadReason: "permanent: HTTP 404",
 			reply: func(a int, w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) }},
 		{name: "always 500: dead letter after max attempts", maxAttempts: 3, posts: 3, dead: true, deadReason: "attempts exhausted: HTTP 500",
@@ -390,5 +394,3 @@ func TestRunTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-var _ redis.UniversalClient = (*redis.ClusterClient)(nil)
