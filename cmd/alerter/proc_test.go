@@ -214,3 +214,17 @@ func (p *pipeline) produceInBackground(recs []telemetry.Position, rate int) <-ch
 }
 
 func randBetween(r *rand.Rand, lo, hi int64) int64 { return lo + r.Int64N(hi-lo+1) }
+
+// healthz is nil when GET /healthz answers 200.
+func (pr *proc) healthz() error {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get("http://" + pr.http + "/healthz")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", res.Status)
+	}
+	return nil
+}

@@ -83,6 +83,11 @@ func TestRebalanceProof(t *testing.T) {
 		}
 		return nil
 	})
+	for _, pr := range []*proc{a, b, c} {
+		if err := pr.healthz(); err != nil {
+			t.Errorf("%s /healthz: %v", pr.name, err)
+		}
+	}
 	at, _ := p.appliedTotal()
 	t.Logf("3 alerters share the partitions at %d records applied", at)
 	b.stop()
