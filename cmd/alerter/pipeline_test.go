@@ -197,6 +197,7 @@ func (p *pipeline) outbox() [][]byte {
 // reference (0 missing, 0 duplicate) and replay's output field for field
 // (all but partition and offset).
 func TestReferenceProof(t *testing.T) {
+	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)

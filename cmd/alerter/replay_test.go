@@ -40,6 +40,7 @@ func runReplay(t *testing.T, sc *scenario.Scenario, extra ...string) []byte {
 }
 
 func TestReplayEqualsReference(t *testing.T) {
+	t.Parallel()
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	if len(want) < 500 {
