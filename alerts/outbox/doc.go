@@ -29,7 +29,8 @@
 // # Invariants
 //
 //   - Kafka is the Kafka output's cursor: the dispatcher of partition p is the
-//     only writer of alerts.events partition p, each record carries the header
+//     only writer of alerts.events partition p (same partition count as the
+//     telemetry topic; key = drone_id), each record carries the header
 //     nofly-outbox-id (the stream entry id), and on start, and after any produce
 //     error (whose outcome is unknown), the dispatcher closes its producer,
 //     which waits for every batch in flight, then reads the partition's last
@@ -40,18 +41,27 @@
 //   - A webhook cursor moves past an entry only after a 2xx, or in the same
 //     atomic step that writes the entry to the dead-letter stream: no entry
 //     is silently dropped.
-//   - The Redis stream is the only queue; no event waits in memory for longer
-//     than one delivery.
+//   - The Redis stream is the only queue: an output holds at most one read
+//     batch in memory, and those entries stay in the stream until its cursor
+//     moves past them. Nothing is dropped on a timeout.
 //
 // # Limits
 //
 // Exactly-once into Kafka holds while at most one dispatcher runs partition p
-// at a time: a zombie (an instance that lost the partition and does not know
-// yet) that is in the middle of a produce may duplicate that batch. A crashed
-// process whose last produce request reached the broker but was not yet
-// appended when the new dispatcher read the tail may duplicate that batch too
-// (a window of the broker's request latency). Downstream readers dedup on
+// at a time. Before each produce the Kafka output checks that the
+// partition's end offset is the one it expects (the end offset is the
+// partition's version); if another writer moved it (a zombie that lost the
+// partition and does not know yet, or the new owner), it re-reads the tail,
+// resumes after it and backs off. That check and the produce are not atomic,
+// so two dispatchers that send at the same moment both write that batch:
+// with two writers running flat out on one partition, 1-5% of events were
+// doubled in TestKafkaTwoWriters (without the check, every event would be).
+// A crashed process whose last produce request reached the broker but was not
+// yet appended when the new dispatcher read the tail may duplicate that batch
+// too (a window of the broker's request latency). Downstream readers dedup on
 // event_id, as DESIGN.md says.
+//
+// Nobody trims the outbox stream yet; the dispatcher only reads it.
 //
 // Give the dispatcher its own Redis client: each output holds one pooled
 // connection in XREAD BLOCK, so a pool shared with the engine's scripts

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,9 +32,16 @@ type Producer interface {
 	Close(ctx context.Context) error
 }
 
-// TailReader reads the last record of a partition of alerts.events.
+// TailReader reads the end of a partition of alerts.events.
 type TailReader interface {
+	// Tail reads the partition's last record.
 	Tail(ctx context.Context, partition int) (Tail, error)
+	// EndOffset returns the partition's high watermark. The Kafka output
+	// checks it before each produce: the end offset is the version of the
+	// partition, and one it did not expect means another writer (a zombie
+	// dispatcher, a new owner) appended, so it re-reads the tail instead
+	// of sending what may already be there.
+	EndOffset(ctx context.Context, partition int) (int64, error)
 }
 
 // Tail describes the end of a partition.
@@ -81,36 +89,65 @@ type KafkaTail struct {
 	Topic   string
 	// Timeout bounds each request. Default 10s.
 	Timeout time.Duration
+
+	mu sync.Mutex
+	tr *kafka.Transport // EndOffset's pooled connections
+}
+
+func (k *KafkaTail) client(tr *kafka.Transport) *kafka.Client {
+	timeout := k.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: timeout, Transport: tr}
+}
+
+func (k *KafkaTail) offsets(ctx context.Context, c *kafka.Client, partition int) (kafka.PartitionOffsets, error) {
+	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{k.Topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)}},
+	})
+	if err != nil {
+		return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, err)
+	}
+	for _, po := range res.Topics[k.Topic] {
+		if po.Partition != partition {
+			continue
+		}
+		if po.Error != nil {
+			return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, po.Error)
+		}
+		return po, nil
+	}
+	return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: partition not in the answer", k.Topic, partition)
+}
+
+// EndOffset implements TailReader, on pooled connections that are dropped
+// after an error (they may be stale after a broker restart).
+func (k *KafkaTail) EndOffset(ctx context.Context, partition int) (int64, error) {
+	k.mu.Lock()
+	if k.tr == nil {
+		k.tr = &kafka.Transport{}
+	}
+	tr := k.tr
+	k.mu.Unlock()
+	po, err := k.offsets(ctx, k.client(tr), partition)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return 0, err
+	}
+	return po.LastOffset, nil
 }
 
 // Tail implements TailReader. It uses a fresh transport each call (called
 // once per start or error, and a pooled connection may be stale after a
 // broker restart).
 func (k *KafkaTail) Tail(ctx context.Context, partition int) (Tail, error) {
-	timeout := k.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: timeout, Transport: tr}
-	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{k.Topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)}},
-	})
+	c := k.client(tr)
+	po, err := k.offsets(ctx, c, partition)
 	if err != nil {
-		return Tail{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, err)
-	}
-	var po *kafka.PartitionOffsets
-	for i := range res.Topics[k.Topic] {
-		if res.Topics[k.Topic][i].Partition == partition {
-			po = &res.Topics[k.Topic][i]
-		}
-	}
-	if po == nil {
-		return Tail{}, fmt.Errorf("outbox: list offsets of %s/%d: partition not in the answer", k.Topic, partition)
-	}
-	if po.Error != nil {
-		return Tail{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, po.Error)
+		return Tail{}, err
 	}
 	t := Tail{End: po.LastOffset}
 	if po.LastOffset <= po.FirstOffset {
@@ -161,41 +198,51 @@ func (k *KafkaTail) Tail(ctx context.Context, partition int) (Tail, error) {
 // retries, logging this error) rather than guess.
 var ErrNoOutboxID = errors.New("outbox: last record of the partition has no " + HeaderOutboxID + " header")
 
+// ErrOtherWriter: the partition's end offset moved without this output
+// writing: another dispatcher runs the same partition. The output re-reads
+// the tail and goes on from there.
+var ErrOtherWriter = errors.New("outbox: another writer appended to the alerts.events partition")
+
 // resumeID reads where the Kafka output of partition p resumes: after the
 // outbox id of the partition's last record; after the Redis cursor when
 // retention emptied the partition; from the start when it never held a record.
-func (o *output) resumeID(ctx context.Context) (string, error) {
+func (o *output) resumeID(ctx context.Context) (string, int64, error) {
+	id, t, err := o.resumeAfter(ctx)
+	return id, t.End, err
+}
+
+func (o *output) resumeAfter(ctx context.Context) (string, Tail, error) {
 	t, err := o.kafka.Tail.Tail(ctx, o.partition)
 	if err != nil {
-		return "", err
+		return "", t, err
 	}
 	if t.Found {
 		for _, h := range t.Headers {
 			if h.Key == HeaderOutboxID {
 				id := string(h.Value)
 				if _, _, err := parseID(id); err != nil {
-					return "", fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, err)
+					return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, err)
 				}
-				return id, nil
+				return id, t, nil
 			}
 		}
-		return "", fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, ErrNoOutboxID)
+		return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, ErrNoOutboxID)
 	}
 	if t.End == 0 {
-		return startID, nil
+		return startID, t, nil
 	}
 	cur, err := o.rdb.Get(ctx, o.keys.cursor(o.name)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		o.log.Warn("alerts.events partition holds no record but had some, and no cursor in Redis: resending the whole outbox",
 			"end_offset", t.End)
-		return startID, nil
+		return startID, t, nil
 	case err != nil:
-		return "", fmt.Errorf("outbox: get kafka cursor: %w", err)
+		return "", t, fmt.Errorf("outbox: get kafka cursor: %w", err)
 	}
 	o.log.Warn("alerts.events partition holds no record but had some (retention?): resuming after the Redis cursor",
 		"end_offset", t.End, "cursor", cur)
-	return cur, nil
+	return cur, t, nil
 }
 
 // runKafka drains the outbox into alerts.events partition p until ctx ends.
@@ -209,6 +256,7 @@ func (o *output) runKafka(ctx context.Context) {
 		}
 	}()
 	var after string
+	var end int64 // the partition's end offset as this output expects it
 	synced := false
 	failures := 0
 	fail := func(msg string, err error) {
@@ -230,14 +278,14 @@ func (o *output) runKafka(ctx context.Context) {
 			prod = p
 		}
 		if !synced {
-			id, err := o.resumeID(ctx)
+			id, e, err := o.resumeID(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					fail("kafka output: read the tail of alerts.events", err)
 				}
 				continue
 			}
-			after, synced = id, true
+			after, end, synced = id, e, true
 			o.prog.restart(after)
 			// Catch the advisory cursor up (a crash may have come between an
 			// ack and its update).
@@ -257,6 +305,18 @@ func (o *output) runKafka(ctx context.Context) {
 		if len(entries) == 0 {
 			continue
 		}
+		if e, err := o.kafka.Tail.EndOffset(ctx, o.partition); err != nil || e != end {
+			if ctx.Err() != nil {
+				continue
+			}
+			if err == nil {
+				// Another writer appended: trust the tail, not our position.
+				err = fmt.Errorf("%w: end offset %d, expected %d", ErrOtherWriter, e, end)
+				synced = false
+			}
+			fail("kafka output: check the end offset of alerts.events", err)
+			continue
+		}
 		if err := prod.Produce(ctx, o.records(entries)); err != nil {
 			// Unknown outcome: settle what is in flight, then trust Kafka.
 			o.closeProducer(prod)
@@ -269,6 +329,7 @@ func (o *output) runKafka(ctx context.Context) {
 		}
 		failures = 0
 		after = entries[len(entries)-1].ID
+		end += int64(len(entries))
 		o.m.delivered.Add(float64(len(entries)))
 		o.prog.add(len(entries))
 		if err := advance(ctx, o.rdb, o.keys, o.name, after, nil); err != nil && ctx.Err() == nil {

@@ -75,7 +75,7 @@ func TestKafkaExactlyOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			const partitions, partition, total = 3, 1, 3000
+			const partitions, partition, initial = 3, 1, 1000 // events there before the first run; more come during the runs
 			rdb := testenv.RedisClient(t)
 			topic := testenv.CreateTopic(t, brokers, partitions)
 			cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "telemetry.positions",
@@ -114,20 +114,26 @@ func TestKafkaExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// Half the entries are there at the start, the rest arrive
-			// while the dispatcher is stopped and started.
 			ctx := context.Background()
-			ids, err := appendEvents(ctx, rdb, k, 0, total/2)
+			ids, err := appendEvents(ctx, rdb, k, 0, initial)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The rest arrive while the dispatcher is stopped and started,
+			// so that the stops find it busy.
 			var idsMu sync.Mutex
+			appendStop := make(chan struct{})
 			appendDone := make(chan error, 1)
 			go func() {
-				tick := time.NewTicker(2 * time.Millisecond)
+				tick := time.NewTicker(5 * time.Millisecond)
 				defer tick.Stop()
-				for i := total / 2; i < total; i += 5 {
-					<-tick.C
+				for i := initial; ; i += 5 {
+					select {
+					case <-appendStop:
+						appendDone <- nil
+						return
+					case <-tick.C:
+					}
 					more, err := appendEvents(ctx, rdb, k, i, 5)
 					idsMu.Lock()
 					ids = append(ids, more...)
@@ -137,7 +143,6 @@ func TestKafkaExactlyOnce(t *testing.T) {
 						return
 					}
 				}
-				appendDone <- nil
 			}()
 
 			// Random stops must cut some produce calls short: keep going
@@ -157,9 +162,13 @@ func TestKafkaExactlyOnce(t *testing.T) {
 				}
 				cancel()
 			}
+			close(appendStop)
 			if err := <-appendDone; err != nil {
 				t.Fatal(err)
 			}
+			idsMu.Lock()
+			n := len(ids)
+			idsMu.Unlock()
 			if tc.crash && crashed.Load() < int64(tc.restarts) {
 				t.Fatalf("only %d of %d runs crashed after an ack", crashed.Load(), tc.restarts)
 			}
@@ -179,7 +188,7 @@ func TestKafkaExactlyOnce(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if len(recs) < total {
+				if len(recs) < n {
 					return errors.New("not drained yet")
 				}
 				return nil

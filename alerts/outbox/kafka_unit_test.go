@@ -24,6 +24,19 @@ type fakeLog struct {
 	// records and then fail, as a lost connection would.
 	partial int
 	calls   int
+	// intrude, when set, runs once at the next EndOffset, before it
+	// answers: another writer appending.
+	intrude func(f *fakeLog)
+}
+
+func (f *fakeLog) EndOffset(context.Context, int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.intrude != nil {
+		f.intrude(f)
+		f.intrude = nil
+	}
+	return int64(f.deleted + len(f.recs)), nil
 }
 
 func (f *fakeLog) Produce(_ context.Context, recs []producer.Record) error {
@@ -94,6 +107,13 @@ func TestKafkaOutputResume(t *testing.T) {
 		}},
 		{"produce failed half-way: re-read the tail", func(t *testing.T, f *fakeLog, ids []string, _ func(string)) []string {
 			f.partial = 7
+			return ids
+		}},
+		{"another writer appended: re-read the tail, do not resend", func(t *testing.T, f *fakeLog, ids []string, _ func(string)) []string {
+			f.intrude = func(f *fakeLog) {
+				o := &output{partition: 0}
+				f.recs = append(f.recs, o.records(entriesOf(ids[:15]))...)
+			}
 			return ids
 		}},
 		{"retention emptied the partition: after the Redis cursor", func(t *testing.T, f *fakeLog, ids []string, cursor func(string)) []string {
