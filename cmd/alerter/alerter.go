@@ -218,11 +218,42 @@ func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition in
 		return fmt.Errorf("seek to %d: %w", start, err)
 	}
 	log.Info("partition started", "applied", snap.Applied, "from", start, "drones", len(snap.Drones))
+
+	// One batch commits while the next is fetched and applied. Commits stay
+	// strictly sequential — each names the version the previous one set —
+	// and the first failure ends the partition loop: the batches after it
+	// are dropped and the caller reloads from Redis.
+	type pending struct {
+		out   *alerts.Outcome
+		began time.Time
+	}
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	queue := make(chan pending) // unbuffered: one commit in flight, one batch waiting
+	failed := make(chan error, 1)
+	committerDone := make(chan struct{})
+	go func() {
+		defer close(committerDone)
+		for b := range queue {
+			if err := a.commit(ctx, oc, partition, b.out, b.began, log); err != nil {
+				failed <- err
+				stopFetch()
+				return
+			}
+		}
+	}()
+	defer func() { close(queue); <-committerDone }()
+
 	recs := make([]alerts.Record, 0, a.cfg.Batch)
 	for {
-		recs, err = fetchBatch(ctx, r, recs[:0], a.cfg.Batch, a.cfg.Linger)
+		recs, err = fetchBatch(fctx, r, recs[:0], a.cfg.Batch, a.cfg.Linger)
 		if err != nil {
-			return err
+			select {
+			case cerr := <-failed:
+				return cerr
+			default:
+				return err
+			}
 		}
 		began := time.Now()
 		out := eng.Apply(a.zones.Load(), recs)
@@ -232,26 +263,36 @@ func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition in
 		for _, b := range out.Bad {
 			log.Warn("skipping a bad record", "offset", b.Offset, "err", b.Err)
 		}
-		// The commit is not cut short by the end of the generation: the
-		// goroutine (and so the rejoin) waits for its outcome, so the next
-		// owner loads after it.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		res, err := a.store.Commit(cctx, partition, out.Expected, out.Batch)
-		cancel()
-		if err != nil {
-			if !errors.Is(err, dedup.ErrFenced) {
-				a.m.commitErrs.Inc()
-			}
-			return err // the engine is now ahead of Redis: discard it
+		select {
+		case queue <- pending{out, began}:
+		case err := <-failed:
+			return err // the engine is ahead of Redis: discard it
 		}
-		a.m.observe(out, res, time.Since(began))
-		a.done.Add(int64(out.Stats.Records + out.Stats.Skipped))
-		if res.Suppressed > 0 {
-			log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
-		}
-		// Kafka's committed offset follows Redis, never leads it.
-		oc.offer(partition, out.Batch.Applied+1)
 	}
+}
+
+// commit makes one batch durable in Redis, then offers its offset to
+// Kafka. The commit is not cut short by the end of the generation: the
+// partition goroutine (and so the rejoin) waits for its outcome, so the
+// next owner loads after it.
+func (a *Alerter) commit(ctx context.Context, oc *offsetCommitter, partition int, out *alerts.Outcome, began time.Time, log *slog.Logger) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	res, err := a.store.Commit(cctx, partition, out.Expected, out.Batch)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, dedup.ErrFenced) {
+			a.m.commitErrs.Inc()
+		}
+		return err
+	}
+	a.m.observe(out, res, time.Since(began))
+	a.done.Add(int64(out.Stats.Records + out.Stats.Skipped))
+	if res.Suppressed > 0 {
+		log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
+	}
+	// Kafka's committed offset follows Redis, never leads it.
+	oc.offer(partition, out.Batch.Applied+1)
+	return nil
 }
 
 // fetchBatch appends up to n records to recs: it waits for the first as

@@ -9,7 +9,7 @@ import (
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
-// TestRedisConnectionsDroppedProof: the alerter's Redis connections are
+// TestRedisConnectionsDroppedProof: the alerter's (a subprocess) Redis connections are
 // closed (CLIENT KILL) every few milliseconds while it works, so scripts
 // fail before, during and after they run; the alerter reloads and the
 // outbox equals the reference.
@@ -20,8 +20,9 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	p := newPipeline(t, brokers, raddr, 6)
 	cfg := p.config()
+	alerterBinary(t)
 	p.produce(sc.Records)
-	stop := p.startInProcess(cfg)
+	a := p.startProc("alerter", cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	kills := make(chan int)
 	go func() {
@@ -46,7 +47,7 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 	}
 	t.Logf("%d alerter connections killed during the first half of the run", n)
 	p.finish(want, closed())
-	stop()
+	a.stop()
 }
 
 func closed() <-chan struct{} {
@@ -66,8 +67,9 @@ func TestRedisRestartProof(t *testing.T) {
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	p := newPipeline(t, brokers, r.Addr(), 6)
 	cfg := p.config()
+	alerterBinary(t)
 	produced := p.produceInBackground(sc.Records, 5000)
-	stop := p.startInProcess(cfg)
+	a := p.startProc("alerter", cfg)
 	p.waitApplied(10000, 120*time.Second)
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestRedisRestartProof(t *testing.T) {
 	at, _ = p.appliedTotal()
 	t.Logf("redis restarted; %d records applied", at)
 	p.finish(want, produced)
-	stop()
+	a.stop()
 }
 
 // TestKafkaRestartProof: a private Kafka broker restarted mid-run; the
@@ -97,8 +99,9 @@ func TestKafkaRestartProof(t *testing.T) {
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	p := newPipeline(t, k.Brokers(), raddr, 6)
 	cfg := p.config()
+	alerterBinary(t)
 	p.produce(sc.Records)
-	stop := p.startInProcess(cfg)
+	a := p.startProc("alerter", cfg)
 	p.waitApplied(15000, 120*time.Second)
 	if err := k.Restart(context.Background()); err != nil {
 		t.Fatal(err)
@@ -106,5 +109,5 @@ func TestKafkaRestartProof(t *testing.T) {
 	at, _ := p.appliedTotal()
 	t.Logf("kafka restarted at %d records applied", at)
 	p.finish(want, closed())
-	stop()
+	a.stop()
 }
