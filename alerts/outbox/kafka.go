@@ -138,6 +138,16 @@ func (k *KafkaTail) EndOffset(ctx context.Context, partition int) (int64, error)
 	return po.LastOffset, nil
 }
 
+// CloseIdleConnections drops EndOffset's pooled connections; the Kafka
+// output calls it when it stops.
+func (k *KafkaTail) CloseIdleConnections() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.tr != nil {
+		k.tr.CloseIdleConnections()
+	}
+}
+
 // Tail implements TailReader. It uses a fresh transport each call (called
 // once per start or error, and a pooled connection may be stale after a
 // broker restart).
@@ -253,6 +263,9 @@ func (o *output) runKafka(ctx context.Context) {
 	defer func() {
 		if prod != nil {
 			o.closeProducer(prod)
+		}
+		if c, ok := o.kafka.Tail.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
 		}
 	}()
 	var after string
