@@ -107,7 +107,7 @@ func UniqueName(prefix string) string {
 // leader. The topic is deleted when the test ends.
 func CreateTopic(t testing.TB, brokers []string, partitions int) string {
 	t.Helper()
-	topic := UniqueName(strings.ReplaceAll(t.Name(), "/", "."))
+	topic := UniqueName(topicSafe(t.Name()))
 	if len(topic) > 200 {
 		topic = UniqueName("t")
 	}
@@ -119,6 +119,20 @@ func CreateTopic(t testing.TB, brokers []string, partitions int) string {
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{topic}})
 	})
 	return topic
+}
+
+// topicSafe maps a test name onto Kafka's topic alphabet [a-zA-Z0-9._-]
+// (sub-test and sub-benchmark names carry '/', '=', spaces).
+func topicSafe(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		case r == '/':
+			return '.'
+		}
+		return '_'
+	}, name)
 }
 
 // EnsureTopic creates topic with partitions partitions unless it exists, and
@@ -139,6 +153,9 @@ func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions
 				return fmt.Errorf("create topics: %w", err)
 			}
 			if err := res.Errors[topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+				if errors.Is(err, kafka.InvalidTopic) || errors.Is(err, kafka.InvalidPartitionNumber) {
+					return permanent{fmt.Errorf("create topic %s: %w", topic, err)}
+				}
 				return fmt.Errorf("create topic %s: %w", topic, err)
 			}
 			created = true
@@ -173,6 +190,10 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) erro
 		if err == nil {
 			return nil
 		}
+		var perm permanent
+		if errors.As(err, &perm) {
+			return perm.error
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after %v: %w", timeout, err)
@@ -183,6 +204,9 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() error) erro
 		}
 	}
 }
+
+// permanent wraps an error that WaitFor must not retry.
+type permanent struct{ error }
 
 // CheckFor is WaitFor that fails the test.
 func CheckFor(t testing.TB, timeout time.Duration, cond func() error) {
