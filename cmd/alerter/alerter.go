@@ -267,6 +267,8 @@ func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition in
 		case queue <- pending{out, began}:
 		case err := <-failed:
 			return err // the engine is ahead of Redis: discard it
+		case <-ctx.Done():
+			return ctx.Err() // the generation ended: drop the batch
 		}
 	}
 }
