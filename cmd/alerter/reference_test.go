@@ -23,6 +23,7 @@ import (
 
 type refZone struct {
 	id                string
+	def               string           // the feature's text: a changed zone has another
 	polys             [][][][2]float64 // polygons, each rings of (lon, lat)
 	circle            *[3]float64      // lon, lat, radius m
 	floor, ceiling    *refLimit
@@ -42,22 +43,27 @@ func loadRefZones(t testing.TB, path string) []refZone {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fc struct {
-		Features []struct {
-			Properties map[string]any `json:"properties"`
-			Geometry   struct {
-				Type        string          `json:"type"`
-				Coordinates json.RawMessage `json:"coordinates"`
-			} `json:"geometry"`
-		} `json:"features"`
+	var raw struct {
+		Features []json.RawMessage `json:"features"`
 	}
-	if err := json.Unmarshal(b, &fc); err != nil {
+	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)
 	}
+	type feature struct {
+		Properties map[string]any `json:"properties"`
+		Geometry   struct {
+			Type        string          `json:"type"`
+			Coordinates json.RawMessage `json:"coordinates"`
+		} `json:"geometry"`
+	}
 	var zs []refZone
-	for _, f := range fc.Features {
+	for _, fb := range raw.Features {
+		var f feature
+		if err := json.Unmarshal(fb, &f); err != nil {
+			t.Fatal(err)
+		}
 		pr := f.Properties
-		z := refZone{id: pr["id"].(string)}
+		z := refZone{id: pr["id"].(string), def: string(fb)}
 		num := func(k string) (float64, bool) { v, ok := pr[k].(float64); return v, ok }
 		str := func(k, def string) string {
 			if v, ok := pr[k].(string); ok {
@@ -191,30 +197,72 @@ func refAlarmID(drone, zone string, seq int64) string {
 
 // reference runs DESIGN.md's alarm semantics over the records in order.
 func reference(zones []refZone, recs []telemetry.Position) []refEvent {
+	return referenceReloaded([][]refZone{zones}, nil, recs)
+}
+
+// referenceReloaded is reference with zone-set reloads: records from
+// switchAt[i] on are judged against sets[i+1]. An active alarm whose zone
+// is gone from the set, or whose definition changed, clears at the drone's
+// next applied position (before that position is judged).
+func referenceReloaded(sets [][]refZone, switchAt []int, recs []telemetry.Position) []refEvent {
 	type key struct{ drone, zone string }
+	type alarm struct{ id, def string }
 	highest := map[string]int64{}
-	active := map[key]string{} // alarm id
+	active := map[key]alarm{}
+	inZones := map[string][]string{} // drone -> zone ids with an active alarm, in raise order
 	var out []refEvent
+	set := 0
 	for i := range recs {
+		for set < len(switchAt) && i >= switchAt[set] {
+			set++
+		}
+		zones := sets[set]
 		p := &recs[i]
 		if h, ok := highest[p.DroneID]; ok && p.Seq <= h {
 			continue
 		}
 		highest[p.DroneID] = p.Seq
+		// Reload clears first.
+		var keep []string
+		for _, zid := range inZones[p.DroneID] {
+			k := key{p.DroneID, zid}
+			a := active[k]
+			still := false
+			for zi := range zones {
+				if zones[zi].id == zid && zones[zi].def == a.def {
+					still = true
+				}
+			}
+			if !still {
+				out = append(out, refEvent{a.id, "cleared", p.DroneID, zid, p.Seq})
+				delete(active, k)
+				continue
+			}
+			keep = append(keep, zid)
+		}
+		inZones[p.DroneID] = keep
 		for zi := range zones {
 			z := &zones[zi]
 			k := key{p.DroneID, z.id}
-			if id, in := active[k]; in {
+			if a, in := active[k]; in {
 				if !z.contains(p, z.buffer) {
-					out = append(out, refEvent{id, "cleared", p.DroneID, z.id, p.Seq})
+					out = append(out, refEvent{a.id, "cleared", p.DroneID, z.id, p.Seq})
 					delete(active, k)
 				}
 			} else if z.contains(p, 0) {
 				id := refAlarmID(p.DroneID, z.id, p.Seq)
 				out = append(out, refEvent{id, "raised", p.DroneID, z.id, p.Seq})
-				active[k] = id
+				active[k] = alarm{id, z.def}
+				inZones[p.DroneID] = append(inZones[p.DroneID], z.id)
 			}
 		}
+		var live []string
+		for _, zid := range inZones[p.DroneID] {
+			if _, ok := active[key{p.DroneID, zid}]; ok {
+				live = append(live, zid)
+			}
+		}
+		inZones[p.DroneID] = live
 	}
 	return out
 }
