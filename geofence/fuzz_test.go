@@ -110,7 +110,10 @@ func FuzzIndexMatchesBruteForce(f *testing.F) {
 		set := randomSet(seed, 1+int(zones)%64, pc.c)
 		ix, err := NewIndex(set)
 		if err != nil {
-			t.Skip("random set not valid:", err)
+			// The generator can draw a ring that validation rejects; such
+			// inputs are outside this target's domain (validate_test.go
+			// covers rejection), so they pass without comparing anything.
+			return
 		}
 		bf := newBruteForce(set)
 		rng := rand.New(rand.NewPCG(seed, uint64(zones)))
