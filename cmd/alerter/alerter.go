@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 )
@@ -22,19 +23,30 @@ import (
 // over its own kafka.Reader (no group: offsets are ours) and commits every
 // batch to Redis in one script before committing the offset to Kafka.
 type Alerter struct {
-	cfg     Config
-	log     *slog.Logger
-	store   dedup.Store
-	zones   *geofence.Current
-	m       *metrics
-	running atomic.Int32 // partitions running now
-	joined  atomic.Bool
-	done    atomic.Int64 // records committed (applied, duplicate, invalid or skipped)
+	cfg   Config
+	log   *slog.Logger
+	store dedup.Store
+	zones *geofence.Current
+	m     *metrics
+	// dispatch, when not nil, drains the outbox of every partition this
+	// alerter owns, for exactly the time its engine runs.
+	dispatch *outbox.Dispatcher
+	running  atomic.Int32 // partitions running now
+	joined   atomic.Bool
+	done     atomic.Int64 // records committed (applied, duplicate, invalid or skipped)
 }
 
-// NewAlerter returns an alerter over store with the zone holder zones.
+// NewAlerter returns an alerter over store with the zone holder zones,
+// without outbox dispatch (see withDispatch).
 func NewAlerter(cfg Config, store dedup.Store, zones *geofence.Current, m *metrics, log *slog.Logger) *Alerter {
 	return &Alerter{cfg: cfg, log: log, store: store, zones: zones, m: m}
+}
+
+// withDispatch makes the alerter run d for each partition it owns; nil
+// turns dispatch off. Call it before Run.
+func (a *Alerter) withDispatch(d *outbox.Dispatcher) *Alerter {
+	a.dispatch = d
+	return a
 }
 
 // loadZones reads the zone file and builds its index.
@@ -50,50 +62,61 @@ func loadZones(path string) (*geofence.Index, error) {
 	return ix, nil
 }
 
-// ensureTopic creates the topic with cfg.Partitions partitions unless it
-// exists, and waits until every partition has a leader.
-func ensureTopic(ctx context.Context, cfg Config) error {
+// errPartitionCount: the events topic exists with another partition count
+// than the telemetry topic. Partition p's outbox goes to partition p, so the
+// counts must match.
+var errPartitionCount = errors.New("partition counts differ")
+
+// ensureTopic creates topic with partitions partitions unless it exists,
+// waits until every partition has a leader, and returns the topic's
+// partition count. With exact, an existing topic with another count is an
+// error (errPartitionCount), reported at once.
+func ensureTopic(ctx context.Context, brokers []string, topic string, partitions int, exact bool) (int, error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 15 * time.Second, Transport: tr}
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 15 * time.Second, Transport: tr}
 	deadline := time.Now().Add(60 * time.Second)
 	created := false
 	for {
-		err := func() error {
+		n, err := func() (int, error) {
 			if !created {
 				res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-					Topic: cfg.Topic, NumPartitions: cfg.Partitions, ReplicationFactor: -1}}})
+					Topic: topic, NumPartitions: partitions, ReplicationFactor: -1}}})
 				if err != nil {
-					return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+					return 0, fmt.Errorf("create topic %s: %w", topic, err)
 				}
-				if err := res.Errors[cfg.Topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-					return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+				if err := res.Errors[topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+					return 0, fmt.Errorf("create topic %s: %w", topic, err)
 				}
 				created = true
 			}
-			md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{cfg.Topic}})
+			md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
-				return fmt.Errorf("topic %s not in metadata yet", cfg.Topic)
+				return 0, fmt.Errorf("topic %s not in metadata yet", topic)
+			}
+			n := len(md.Topics[0].Partitions)
+			if exact && n != partitions {
+				return n, fmt.Errorf("topic %s has %d partitions, want %d: %w", topic, n, partitions, errPartitionCount)
 			}
 			for _, p := range md.Topics[0].Partitions {
 				if p.Error != nil || p.Leader.Host == "" {
-					return fmt.Errorf("topic %s partition %d has no leader yet", cfg.Topic, p.ID)
+					return n, fmt.Errorf("topic %s partition %d has no leader yet", topic, p.ID)
 				}
 			}
-			return nil
+			return n, nil
 		}()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, errPartitionCount) {
+			return n, err
 		}
 		if time.Now().After(deadline) {
-			return err
+			return n, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return n, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -154,9 +177,34 @@ func (a *Alerter) Run(ctx context.Context) error {
 		oc := newOffsetCommitter()
 		gen.Start(func(gctx context.Context) { oc.run(gctx, gen, a.cfg.Topic, a.log) })
 		for _, p := range parts {
-			gen.Start(func(gctx context.Context) { a.runPartition(gctx, oc, p.ID, p.Offset, gen.ID) })
+			gen.Start(func(gctx context.Context) { a.ownPartition(gctx, oc, p.ID, p.Offset, gen.ID) })
 		}
 	}
+}
+
+// ownPartition runs the partition's engine and, when dispatch is on, its
+// outbox dispatcher, for as long as this alerter owns the partition: both
+// start on assignment and end together when the generation ends (revoke,
+// rebalance, shutdown) or the engine is fenced (another alerter owns the
+// partition). The generation, and so the next assignment, waits for both:
+// the dispatcher returns only after its producer closed, so the next
+// owner's dispatcher reads a final tail of the events topic.
+func (a *Alerter) ownPartition(ctx context.Context, oc *offsetCommitter, partition int, committed int64, genID int32) {
+	if a.dispatch == nil {
+		a.runPartition(ctx, oc, partition, committed, genID)
+		return
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := a.dispatch.Run(pctx, partition); err != nil {
+			a.log.Error("outbox dispatch", "partition", partition, "generation", genID, "err", err)
+		}
+	})
+	a.runPartition(pctx, oc, partition, committed, genID)
+	cancel()
+	wg.Wait()
 }
 
 // runPartition processes one partition for the generation's lifetime:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/dedup"
 )
 
@@ -34,28 +35,58 @@ type Config struct {
 	HeartbeatInterval time.Duration // NOFLY_ALERTER_HEARTBEAT
 	RebalanceTimeout  time.Duration // NOFLY_ALERTER_REBALANCE_TIMEOUT
 
+	// Dispatch of the outbox (alerts/outbox), one dispatcher per owned
+	// partition, started and stopped with the partition's engine.
+	EventsTopic        string        // NOFLY_EVENTS_TOPIC: partition p's events go to its partition p; empty = no Kafka output
+	Webhooks           []WebhookURL  // NOFLY_WEBHOOKS: NAME=URL, comma separated; --webhook is repeatable
+	WebhookMaxAttempts int           // NOFLY_WEBHOOK_MAX_ATTEMPTS: attempts before an event is dead-lettered
+	WebhookTimeout     time.Duration // NOFLY_WEBHOOK_TIMEOUT: bound of one POST
+
 	HTTPAddr string // NOFLY_ALERTER_HTTP: /metrics and /healthz; empty = off
 	LogLevel string // NOFLY_LOG_LEVEL
 }
+
+// WebhookURL is one --webhook NAME=URL: every event is POSTed to URL at
+// least once, with Idempotency-Key: <event_id>; NAME names its metrics and
+// Redis keys.
+type WebhookURL struct {
+	Name, URL string
+}
+
+// dispatchConfig is the outbox dispatcher's configuration for cfg; metrics
+// and logger are the caller's.
+func (c Config) dispatchConfig() outbox.Config {
+	hooks := make([]outbox.Webhook, len(c.Webhooks))
+	for i, w := range c.Webhooks {
+		hooks[i] = outbox.Webhook{Name: w.Name, URL: w.URL, Timeout: c.WebhookTimeout, MaxAttempts: c.WebhookMaxAttempts}
+	}
+	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks}
+}
+
+// dispatching reports whether the outbox has any output.
+func (c Config) dispatching() bool { return c.EventsTopic != "" || len(c.Webhooks) > 0 }
 
 // DefaultConfig returns the defaults: local Kafka and Redis, 12 partitions,
 // batches of 500 records or 20 ms.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:           []string{"127.0.0.1:9092"},
-		Topic:             "telemetry.positions",
-		Partitions:        12,
-		Group:             "nofly-alerter",
-		RedisAddr:         "127.0.0.1:6379",
-		RedisPrefix:       dedup.DefaultPrefix,
-		EventTTL:          dedup.DefaultEventTTL,
-		Batch:             500,
-		Linger:            20 * time.Millisecond,
-		SessionTimeout:    10 * time.Second,
-		HeartbeatInterval: time.Second,
-		RebalanceTimeout:  30 * time.Second,
-		HTTPAddr:          ":9102",
-		LogLevel:          "info",
+		Brokers:            []string{"127.0.0.1:9092"},
+		Topic:              "telemetry.positions",
+		Partitions:         12,
+		Group:              "nofly-alerter",
+		RedisAddr:          "127.0.0.1:6379",
+		RedisPrefix:        dedup.DefaultPrefix,
+		EventTTL:           dedup.DefaultEventTTL,
+		Batch:              500,
+		Linger:             20 * time.Millisecond,
+		SessionTimeout:     10 * time.Second,
+		HeartbeatInterval:  time.Second,
+		RebalanceTimeout:   30 * time.Second,
+		EventsTopic:        "alerts.events",
+		WebhookMaxAttempts: 10,
+		WebhookTimeout:     10 * time.Second,
+		HTTPAddr:           ":9102",
+		LogLevel:           "info",
 	}
 }
 
@@ -86,7 +117,7 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Topic == "" || len(c.Topic) > 249 || strings.Trim(c.Topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+	case !validTopic(c.Topic):
 		return badField("Topic", fmt.Sprintf("%q is not a Kafka topic name", c.Topic))
 	case c.Partitions < 1:
 		return badField("Partitions", "must be at least 1")
@@ -108,11 +139,34 @@ func (c Config) Validate() error {
 		return badField("SessionTimeout", fmt.Sprintf("must be at least 3 heartbeats (%v)", 3*c.HeartbeatInterval))
 	case c.RebalanceTimeout < time.Second:
 		return badField("RebalanceTimeout", "must be at least 1s")
+	case c.EventsTopic != "" && !validTopic(c.EventsTopic):
+		return badField("EventsTopic", fmt.Sprintf("%q is not a Kafka topic name (empty turns the Kafka output off)", c.EventsTopic))
+	case c.EventsTopic != "" && c.EventsTopic == c.Topic:
+		return badField("EventsTopic", "must not be the telemetry topic")
+	case c.WebhookMaxAttempts < 1:
+		return badField("WebhookMaxAttempts", "must be at least 1")
+	case c.WebhookTimeout <= 0:
+		return badField("WebhookTimeout", "must be positive")
+	}
+	for i, w := range c.Webhooks {
+		if err := (outbox.Config{Topic: c.Topic, Webhooks: []outbox.Webhook{{Name: w.Name, URL: w.URL}}}).Validate(); err != nil {
+			return badField("Webhooks", fmt.Sprintf("%s=%s: %s", w.Name, w.URL, strings.TrimPrefix(err.Error(), outbox.ErrInvalidConfig.Error()+": ")))
+		}
+		for _, o := range c.Webhooks[:i] {
+			if o.Name == w.Name {
+				return badField("Webhooks", fmt.Sprintf("name %q is used twice", w.Name))
+			}
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return badField("LogLevel", err.Error())
 	}
 	return nil
+}
+
+func validTopic(s string) bool {
+	return s != "" && s != "." && s != ".." && len(s) <= 249 &&
+		strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -125,21 +179,25 @@ func parseLevel(s string) (slog.Level, error) {
 
 // fieldFlags names the flag and environment variable of each field.
 var fieldFlags = map[string]struct{ flag, env string }{
-	"Brokers":           {"brokers", "NOFLY_KAFKA_BROKERS"},
-	"Topic":             {"topic", "NOFLY_TELEMETRY_TOPIC"},
-	"Partitions":        {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
-	"Group":             {"group", "NOFLY_ALERTER_GROUP"},
-	"RedisAddr":         {"redis", "NOFLY_REDIS_ADDR"},
-	"RedisPrefix":       {"redis-prefix", "NOFLY_REDIS_PREFIX"},
-	"EventTTL":          {"event-ttl", "NOFLY_EVENT_TTL"},
-	"Zones":             {"zones", "NOFLY_ZONES"},
-	"Batch":             {"batch", "NOFLY_ALERTER_BATCH"},
-	"Linger":            {"linger", "NOFLY_ALERTER_LINGER"},
-	"SessionTimeout":    {"session-timeout", "NOFLY_ALERTER_SESSION_TIMEOUT"},
-	"HeartbeatInterval": {"heartbeat", "NOFLY_ALERTER_HEARTBEAT"},
-	"RebalanceTimeout":  {"rebalance-timeout", "NOFLY_ALERTER_REBALANCE_TIMEOUT"},
-	"HTTPAddr":          {"http", "NOFLY_ALERTER_HTTP"},
-	"LogLevel":          {"log-level", "NOFLY_LOG_LEVEL"},
+	"Brokers":            {"brokers", "NOFLY_KAFKA_BROKERS"},
+	"Topic":              {"topic", "NOFLY_TELEMETRY_TOPIC"},
+	"Partitions":         {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
+	"Group":              {"group", "NOFLY_ALERTER_GROUP"},
+	"RedisAddr":          {"redis", "NOFLY_REDIS_ADDR"},
+	"RedisPrefix":        {"redis-prefix", "NOFLY_REDIS_PREFIX"},
+	"EventTTL":           {"event-ttl", "NOFLY_EVENT_TTL"},
+	"Zones":              {"zones", "NOFLY_ZONES"},
+	"Batch":              {"batch", "NOFLY_ALERTER_BATCH"},
+	"Linger":             {"linger", "NOFLY_ALERTER_LINGER"},
+	"SessionTimeout":     {"session-timeout", "NOFLY_ALERTER_SESSION_TIMEOUT"},
+	"HeartbeatInterval":  {"heartbeat", "NOFLY_ALERTER_HEARTBEAT"},
+	"RebalanceTimeout":   {"rebalance-timeout", "NOFLY_ALERTER_REBALANCE_TIMEOUT"},
+	"EventsTopic":        {"events-topic", "NOFLY_EVENTS_TOPIC"},
+	"Webhooks":           {"webhook", "NOFLY_WEBHOOKS"},
+	"WebhookMaxAttempts": {"webhook-max-attempts", "NOFLY_WEBHOOK_MAX_ATTEMPTS"},
+	"WebhookTimeout":     {"webhook-timeout", "NOFLY_WEBHOOK_TIMEOUT"},
+	"HTTPAddr":           {"http", "NOFLY_ALERTER_HTTP"},
+	"LogLevel":           {"log-level", "NOFLY_LOG_LEVEL"},
 }
 
 type listFlag []string
@@ -151,6 +209,32 @@ func (l *listFlag) Set(s string) error {
 		if p = strings.TrimSpace(p); p != "" {
 			*l = append(*l, p)
 		}
+	}
+	return nil
+}
+
+// webhookFlag is --webhook NAME=URL: repeatable, and a comma-separated
+// list in one value (NOFLY_WEBHOOKS) adds each.
+type webhookFlag []WebhookURL
+
+func (w *webhookFlag) String() string {
+	var parts []string
+	for _, h := range *w {
+		parts = append(parts, h.Name+"="+h.URL)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (w *webhookFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		name, url, ok := strings.Cut(p, "=")
+		if !ok || name == "" || url == "" {
+			return fmt.Errorf("%q is not NAME=URL", p)
+		}
+		*w = append(*w, WebhookURL{Name: strings.TrimSpace(name), URL: strings.TrimSpace(url)})
 	}
 	return nil
 }
@@ -196,6 +280,14 @@ func (f *flagSet) field(c *Config, field, usage string) {
 		f.DurationVar(&c.HeartbeatInterval, ff.flag, c.HeartbeatInterval, usage)
 	case "RebalanceTimeout":
 		f.DurationVar(&c.RebalanceTimeout, ff.flag, c.RebalanceTimeout, usage)
+	case "EventsTopic":
+		f.StringVar(&c.EventsTopic, ff.flag, c.EventsTopic, usage)
+	case "Webhooks":
+		f.Var((*webhookFlag)(&c.Webhooks), ff.flag, usage)
+	case "WebhookMaxAttempts":
+		f.IntVar(&c.WebhookMaxAttempts, ff.flag, c.WebhookMaxAttempts, usage)
+	case "WebhookTimeout":
+		f.DurationVar(&c.WebhookTimeout, ff.flag, c.WebhookTimeout, usage)
 	case "HTTPAddr":
 		f.StringVar(&c.HTTPAddr, ff.flag, c.HTTPAddr, usage)
 	case "LogLevel":
@@ -234,7 +326,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	fs := newFlagSet("alerter")
 	for _, field := range []string{"Brokers", "Topic", "Partitions", "Group", "RedisAddr", "RedisPrefix", "EventTTL",
-		"Zones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout", "HTTPAddr", "LogLevel"} {
+		"Zones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout",
+		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "HTTPAddr", "LogLevel"} {
 		fs.field(&c, field, usages[field])
 	}
 	if err := fs.parse(args, getenv); err != nil {
@@ -244,19 +337,23 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 }
 
 var usages = map[string]string{
-	"Brokers":           "Kafka bootstrap brokers, comma separated host:port",
-	"Topic":             "telemetry topic",
-	"Partitions":        "partition count the topic is created with when missing",
-	"Group":             "consumer group id",
-	"RedisAddr":         "Redis host:port",
-	"RedisPrefix":       "first part of every Redis key's hash tag",
-	"EventTTL":          "lifetime of an event's unique key in Redis",
-	"Zones":             "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP",
-	"Batch":             "records per batch at most (one Redis round trip per batch)",
-	"Linger":            "how long a batch waits to fill after its first record",
-	"SessionTimeout":    "consumer group session timeout",
-	"HeartbeatInterval": "consumer group heartbeat interval",
-	"RebalanceTimeout":  "consumer group rebalance timeout",
-	"HTTPAddr":          "address of /metrics and /healthz; empty turns it off",
-	"LogLevel":          "debug, info, warn or error",
+	"Brokers":            "Kafka bootstrap brokers, comma separated host:port",
+	"Topic":              "telemetry topic",
+	"Partitions":         "partition count the topic is created with when missing",
+	"Group":              "consumer group id",
+	"RedisAddr":          "Redis host:port",
+	"RedisPrefix":        "first part of every Redis key's hash tag",
+	"EventTTL":           "lifetime of an event's unique key in Redis",
+	"Zones":              "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP",
+	"Batch":              "records per batch at most (one Redis round trip per batch)",
+	"Linger":             "how long a batch waits to fill after its first record",
+	"SessionTimeout":     "consumer group session timeout",
+	"HeartbeatInterval":  "consumer group heartbeat interval",
+	"RebalanceTimeout":   "consumer group rebalance timeout",
+	"EventsTopic":        "Kafka topic the outbox is dispatched to (partition p to partition p, created with the telemetry topic's partition count); empty turns the Kafka output off",
+	"Webhooks":           "NAME=URL of a webhook that receives every event (at least once, Idempotency-Key: event_id); repeatable, or comma separated",
+	"WebhookMaxAttempts": "attempts per event and webhook before the event is dead-lettered",
+	"WebhookTimeout":     "bound of one webhook POST",
+	"HTTPAddr":           "address of /metrics and /healthz; empty turns it off",
+	"LogLevel":           "debug, info, warn or error",
 }

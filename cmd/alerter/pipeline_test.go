@@ -30,6 +30,9 @@ type pipeline struct {
 	group      string
 	prefix     string
 	rc         *redis.Client
+	// events is the events topic the alerters dispatch to: empty (the
+	// Kafka output off) unless the test calls withEvents.
+	events string
 }
 
 func newPipeline(t testing.TB, brokers []string, redisAddr string, partitions int) *pipeline {
@@ -58,6 +61,7 @@ func (p *pipeline) config() Config {
 	c.SessionTimeout = 6 * time.Second
 	c.HeartbeatInterval = 500 * time.Millisecond
 	c.RebalanceTimeout = 10 * time.Second
+	c.EventsTopic = p.events
 	c.HTTPAddr = "127.0.0.1:0"
 	c.LogLevel = "warn"
 	return c
@@ -195,18 +199,20 @@ func (p *pipeline) outbox() [][]byte {
 // TestReferenceProof: the scenario produced to a real topic, one alerter
 // against the real Kafka and Redis; the outbox equals the independent
 // reference (0 missing, 0 duplicate) and replay's output field for field
-// (all but partition and offset).
+// (all but partition and offset). Dispatch is on: the events topic holds
+// every outbox event exactly once, in its partition.
 func TestReferenceProof(t *testing.T) {
 	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
-	p := newPipeline(t, brokers, raddr, 6)
+	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	stop := p.startInProcess(p.config())
 	began := time.Now()
 	p.produce(sc.Records)
 	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
 	t.Logf("%d records (%d unique, %d duplicates, %d stale) applied in %v", len(sc.Records), sc.Unique, sc.Duplicates, sc.Stale, time.Since(began).Round(time.Millisecond))
+	p.checkEventsTopic()
 	stop()
 	live := p.outbox()
 	compareEvents(t, "live pipeline", want, eventsFromNDJSON(t, live))

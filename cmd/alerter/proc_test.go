@@ -86,13 +86,18 @@ func (p *pipeline) startProc(name string, cfg Config) *proc {
 		"NOFLY_ALERTER_REBALANCE_TIMEOUT="+cfg.RebalanceTimeout.String(),
 		"NOFLY_ALERTER_HTTP="+cfg.HTTPAddr,
 		"NOFLY_LOG_LEVEL=info",
+		"NOFLY_WEBHOOKS="+(*webhookFlag)(&cfg.Webhooks).String(),
+		"NOFLY_WEBHOOK_MAX_ATTEMPTS="+strconv.Itoa(cfg.WebhookMaxAttempts),
+		"NOFLY_WEBHOOK_TIMEOUT="+cfg.WebhookTimeout.String(),
 	)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(alerterBinary(t), "serve")
+	// A flag, not the variable: an empty topic (dispatch to Kafka off)
+	// must override the default.
+	cmd := exec.Command(alerterBinary(t), "serve", "--events-topic="+cfg.EventsTopic)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {

@@ -26,14 +26,16 @@ func (p *pipeline) finish(want []refEvent, produced <-chan struct{}) {
 
 // TestCrashProof: the alerter as a subprocess, SIGKILLed at random moments
 // (at least 10 times, each after a random number of further records were
-// applied, so mid-batch, mid-commit or mid-fetch) and restarted; the final
-// outbox equals the reference, 0 missing and 0 duplicate.
+// applied, so mid-batch, mid-commit, mid-fetch or mid-dispatch) and
+// restarted; the final outbox equals the reference, 0 missing and 0
+// duplicate, and so does the events topic the dispatchers of the killed
+// alerters wrote to (each outbox event once, in its partition).
 func TestCrashProof(t *testing.T) {
 	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
-	p := newPipeline(t, brokers, raddr, 6)
+	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	cfg := p.config()
 	alerterBinary(t)
 	produced := p.produceInBackground(sc.Records, 2500)
@@ -49,6 +51,7 @@ func TestCrashProof(t *testing.T) {
 	}
 	last := p.startProc("alerter-final", cfg)
 	p.finish(want, produced)
+	p.checkEventsTopic()
 	last.stop()
 }
 

@@ -9,9 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/producer"
 )
 
 func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -42,11 +47,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if err != nil {
 		return err
 	}
-	if err := ensureTopic(ctx, cfg); err != nil {
+	partitions, err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions, false)
+	if err != nil {
 		return err
 	}
 	m := newMetrics()
-	a := NewAlerter(cfg, store, &zones, m, log)
+	d, err := newDispatcher(ctx, cfg, partitions, m, log)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		defer d.close()
+	}
+	a := NewAlerter(cfg, store, &zones, m, log).withDispatch(d.dispatcher())
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -82,6 +95,68 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		started(addr)
 	}
 	return a.Run(ctx)
+}
+
+// dispatch is the outbox dispatcher of a serving alerter and its Redis
+// client.
+type dispatch struct {
+	d   *outbox.Dispatcher
+	rdb *redis.Client
+}
+
+func (d *dispatch) dispatcher() *outbox.Dispatcher {
+	if d == nil {
+		return nil
+	}
+	return d.d
+}
+
+func (d *dispatch) close() { _ = d.rdb.Close() }
+
+// newDispatcher returns the outbox dispatcher the alerter runs for each
+// partition it owns, or nil when no output is configured. It creates the
+// events topic with the telemetry topic's partition count (partition p's
+// outbox goes to its partition p) and fails if it exists with another.
+// The dispatcher has its own Redis client: each output of each running
+// partition holds one connection in XREAD BLOCK.
+func newDispatcher(ctx context.Context, cfg Config, partitions int, m *metrics, log *slog.Logger) (*dispatch, error) {
+	if !cfg.dispatching() {
+		log.Warn("outbox dispatch is off: no events topic and no webhook")
+		return nil, nil
+	}
+	var ko *outbox.KafkaOutput
+	if cfg.EventsTopic != "" {
+		if _, err := ensureTopic(ctx, cfg.Brokers, cfg.EventsTopic, partitions, true); err != nil {
+			if errors.Is(err, errPartitionCount) {
+				return nil, fmt.Errorf("events topic %s must have the partition count of the telemetry topic %s (%d), since partition p's events go to its partition p; recreate it or choose another --events-topic: %w",
+					cfg.EventsTopic, cfg.Topic, partitions, err)
+			}
+			return nil, fmt.Errorf("events topic: %w", err)
+		}
+		ko = outbox.NewKafkaOutput(cfg.Brokers, cfg.EventsTopic, producer.Config{ClientID: "nofly-outbox", Logger: log})
+	}
+	outputs := len(cfg.Webhooks)
+	if ko != nil {
+		outputs++
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ClientName: "nofly-outbox:" + cfg.Group,
+		// Every output of every partition blocks one connection in XREAD;
+		// the lag gauges and cursor writes need a few more.
+		PoolSize: partitions*(outputs+1) + 4, DialTimeout: 5 * time.Second})
+	oc := cfg.dispatchConfig()
+	oc.Registerer = m.reg
+	oc.Logger = log
+	d, err := outbox.NewDispatcher(oc, rdb, ko)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("outbox dispatcher: %w", err)
+	}
+	hooks := make([]string, len(cfg.Webhooks))
+	for i, w := range cfg.Webhooks {
+		hooks[i] = w.Name
+	}
+	log.Info("outbox dispatch", "events_topic", cfg.EventsTopic, "partitions", partitions, "webhooks", hooks)
+	return &dispatch{d: d, rdb: rdb}, nil
 }
 
 // reloadZones swaps in the zone file's current content; a bad file keeps
