@@ -49,19 +49,31 @@ type Outcome struct {
 type Engine struct {
 	partition int
 	applied   int64
-	drones    map[string]*DroneState
+	drones    map[string]*drone
 	hits      []geofence.Hit
+	batch     uint64   // Apply calls so far: marks the drones a batch changed
+	changed   []*drone // scratch: the drones the current batch changed
+	scratch   []byte   // scratch: the batch's encoded states and events
+	ends      []int    // scratch: where each of them ends in scratch
+}
+
+// drone is the engine's entry of one drone: its state and the last batch
+// that changed it.
+type drone struct {
+	DroneState
+	id   string
+	mark uint64
 }
 
 // NewEngine returns the engine of a partition at the stored snapshot.
 func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
-	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*DroneState, len(snap.Drones))}
+	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*drone, len(snap.Drones))}
 	for id, b := range snap.Drones {
 		s, err := DecodeDroneState(b)
 		if err != nil {
 			return nil, fmt.Errorf("partition %d drone %q: %w", partition, id, err)
 		}
-		e.drones[id] = &s
+		e.drones[id] = &drone{DroneState: s, id: id}
 	}
 	return e, nil
 }
@@ -79,7 +91,7 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 	if !ok {
 		return DroneState{}, false
 	}
-	c := *s
+	c := s.DroneState
 	c.In = append([]Inside(nil), s.In...)
 	return c, true
 }
@@ -91,7 +103,8 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 // when no record was above the version (nothing to commit).
 func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied}}
-	changed := map[string]*DroneState{}
+	e.batch++
+	changed := e.changed[:0]
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset <= out.Batch.Applied {
@@ -106,21 +119,26 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			out.Bad = append(out.Bad, BadRecord{Offset: r.Offset, Err: err})
 			continue
 		}
-		s := e.drones[p.DroneID]
-		if s == nil {
-			ns := NewDroneState()
-			s = &ns
+		d := e.drones[p.DroneID]
+		isNew := d == nil
+		if isNew {
+			d = &drone{DroneState: NewDroneState(), id: p.DroneID}
 		}
 		first := len(out.Events)
 		var ok bool
-		out.Events, e.hits, ok = Step(s, &p, zs, e.hits, out.Events)
+		out.Events, e.hits, ok = Step(&d.DroneState, &p, zs, e.hits, out.Events)
 		if !ok {
 			out.Stats.Duplicates++
 			continue
 		}
 		out.Stats.Applied++
-		e.drones[p.DroneID] = s
-		changed[p.DroneID] = s
+		if isNew {
+			e.drones[d.id] = d
+		}
+		if d.mark != e.batch {
+			d.mark = e.batch
+			changed = append(changed, d)
+		}
 		for j := first; j < len(out.Events); j++ {
 			out.Events[j].Partition = e.partition
 			out.Events[j].Offset = r.Offset
@@ -131,20 +149,45 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			}
 		}
 	}
+	defer func() {
+		clear(changed) // the scratch must not keep forgotten drones alive
+		e.changed = changed[:0]
+	}()
 	if out.Stats.Records == 0 {
 		return nil
 	}
 	e.applied = out.Batch.Applied
+
+	// The states and the events' JSON are encoded into the engine's
+	// scratch buffer, then copied into one allocation of the exact size
+	// (sub-slices capped at their length): one allocation per batch, not
+	// one per drone and per event.
+	buf := e.scratch[:0]
+	ends := e.ends[:0]
+	for _, d := range changed {
+		buf = d.AppendEncode(buf)
+		ends = append(ends, len(buf))
+	}
+	for i := range out.Events {
+		buf = out.Events[i].AppendJSON(buf)
+		ends = append(ends, len(buf))
+	}
+	slab := make([]byte, len(buf))
+	copy(slab, buf)
+	e.scratch, e.ends = buf[:0], ends[:0]
+	start := 0
+	next := func(k int) []byte {
+		b := slab[start:ends[k]:ends[k]]
+		start = ends[k]
+		return b
+	}
 	out.Batch.Drones = make(map[string][]byte, len(changed))
-	for id, s := range changed {
-		out.Batch.Drones[id] = s.Encode()
+	for k, d := range changed {
+		out.Batch.Drones[d.id] = next(k)
 	}
 	out.Batch.Events = make([]dedup.Event, len(out.Events))
-	var buf []byte
 	for i := range out.Events {
-		start := len(buf)
-		buf = out.Events[i].AppendJSON(buf)
-		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: buf[start:len(buf):len(buf)]}
+		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: next(len(changed) + i)}
 	}
 	return out
 }

@@ -66,14 +66,32 @@ type Event struct {
 // raised for (drone, zone): the first 16 bytes of SHA-256 of
 // "drone\x00zone\x00seq", in hex.
 func AlarmID(drone, zone string, seq int64) string {
-	b := make([]byte, 0, len(drone)+len(zone)+22)
-	b = append(b, drone...)
+	var buf [32]byte
+	return string(appendAlarmID(buf[:0], drone, zone, seq))
+}
+
+// appendAlarmID appends AlarmID(drone, zone, seq) to dst (32 bytes).
+func appendAlarmID(dst []byte, drone, zone string, seq int64) []byte {
+	var in [128]byte
+	b := append(in[:0], drone...)
 	b = append(b, 0)
 	b = append(b, zone...)
 	b = append(b, 0)
 	b = strconv.AppendInt(b, seq, 10)
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return hex.AppendEncode(dst, sum[:16])
+}
+
+// raisedIDs returns the alarm id and the raised event's id of the alarm
+// (drone, zone, seq) in one allocation: the alarm id is the event id's
+// first 32 bytes.
+func raisedIDs(drone, zone string, seq int64) (alarm, event string) {
+	var buf [32 + 1 + len(Raised)]byte
+	b := appendAlarmID(buf[:0], drone, zone, seq)
+	b = append(b, ':')
+	b = append(b, Raised...)
+	event = string(b)
+	return event[:32], event
 }
 
 // EventID is the id of an alarm's event of type typ: alarm_id:type.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nofly-dev/nofly/geofence"
@@ -56,9 +57,43 @@ func DecodeDroneState(b []byte) (DroneState, error) {
 }
 
 // Encode returns the stored form of the state.
-func (s *DroneState) Encode() []byte {
-	b, _ := json.Marshal(s) // strings and ints only: cannot fail
-	return b
+func (s *DroneState) Encode() []byte { return s.AppendEncode(nil) }
+
+// AppendEncode appends the stored form of the state to dst: byte for byte
+// what encoding/json.Marshal gives (a test and a fuzz target hold it to
+// that), without reflection, since every batch encodes the state of every
+// drone it saw.
+func (s *DroneState) AppendEncode(dst []byte) []byte {
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendInt(dst, s.Seq, 10)
+	if len(s.In) > 0 {
+		dst = append(dst, `,"in":[`...)
+		for i := range s.In {
+			in := &s.In[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"zone":`...)
+			dst = appendString(dst, in.Zone)
+			dst = append(dst, `,"alarm":`...)
+			dst = appendString(dst, in.Alarm)
+			dst = append(dst, `,"fp":`...)
+			dst = appendString(dst, in.FP)
+			dst = append(dst, `,"rseq":`...)
+			dst = strconv.AppendInt(dst, in.RaisedSeq, 10)
+			if in.Name != "" {
+				dst = append(dst, `,"name":`...)
+				dst = appendString(dst, in.Name)
+			}
+			if in.Category != "" {
+				dst = append(dst, `,"cat":`...)
+				dst = appendString(dst, in.Category)
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
 }
 
 // PointOf converts a telemetry position to the geofence's point, with its
@@ -105,7 +140,7 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		default:
 			reason = ReasonExited
 		}
-		e := newEvent(p, Cleared, in.Alarm, in.Zone, in.Name, in.Category)
+		e := newEvent(p, Cleared, EventID(in.Alarm, Cleared), in.Alarm, in.Zone, in.Name, in.Category)
 		e.Reason = reason
 		dst = append(dst, e)
 	}
@@ -117,8 +152,8 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		if s.inside(h.Zone.ID) {
 			continue
 		}
-		id := AlarmID(p.DroneID, h.Zone.ID, p.Seq)
-		e := newEvent(p, Raised, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
+		id, eventID := raisedIDs(p.DroneID, h.Zone.ID, p.Seq)
+		e := newEvent(p, Raised, eventID, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
 		e.HeightAssumed = h.HeightAssumed
 		dst = append(dst, e)
 		s.In = append(s.In, Inside{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: p.Seq,
@@ -127,7 +162,9 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 	if len(dst)-first > 1 {
 		slices.SortFunc(dst[first:], func(a, b Event) int { return strings.Compare(a.ZoneID, b.ZoneID) })
 	}
-	slices.SortFunc(s.In, func(a, b Inside) int { return strings.Compare(a.Zone, b.Zone) })
+	if len(s.In) > 1 {
+		slices.SortFunc(s.In, func(a, b Inside) int { return strings.Compare(a.Zone, b.Zone) })
+	}
 	return dst, hits, true
 }
 
@@ -149,9 +186,9 @@ func hitIndex(hits []geofence.Hit, zone string) int {
 	return -1
 }
 
-func newEvent(p *telemetry.Position, typ, alarm, zone, name, category string) Event {
+func newEvent(p *telemetry.Position, typ, eventID, alarm, zone, name, category string) Event {
 	e := Event{
-		EventID: EventID(alarm, typ), AlarmID: alarm, Type: typ,
+		EventID: eventID, AlarmID: alarm, Type: typ,
 		DroneID: p.DroneID, ZoneID: zone, ZoneName: name, Category: category,
 		Seq: p.Seq, TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon,
 	}
