@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +271,41 @@ func TestEventsTopicPartitionCount(t *testing.T) {
 
 func testLog(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// metricSum sums the samples of metric name whose labels contain every
+// one of labels (each `key="value"`), from /metrics.
+func (pr *proc) metricSum(name string, labels ...string) (float64, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get("http://" + pr.http + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, err
+	}
+	sum, found := 0.0, false
+lines:
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[0], name+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(f[0], l) {
+				continue lines
+			}
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return 0, err
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no metric %s%v", pr.name, name, labels)
+	}
+	return sum, nil
 }

@@ -56,13 +56,15 @@ func TestCrashProof(t *testing.T) {
 }
 
 // TestRebalanceProof: 1 → 3 → 1 alerter processes in one group while the
-// records flow; the outbox equals the reference.
+// records flow; the outbox equals the reference. Dispatch is on: as the
+// partitions move, so do their dispatchers (the group keeps one per
+// partition), and the events topic holds every event exactly once.
 func TestRebalanceProof(t *testing.T) {
 	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
-	p := newPipeline(t, brokers, raddr, 6)
+	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	cfg := p.config()
 	alerterBinary(t)
 	produced := p.produceInBackground(sc.Records, 2500)
@@ -91,6 +93,19 @@ func TestRebalanceProof(t *testing.T) {
 			t.Errorf("%s /healthz: %v", pr.name, err)
 		}
 	}
+	// Each runs the dispatchers of the partitions it owns.
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		for _, pr := range []*proc{a, b, c} {
+			n, err := pr.metricSum("nofly_outbox_delivered_total", `output="kafka"`)
+			if err != nil {
+				return err
+			}
+			if n < 1 {
+				return fmt.Errorf("%s: no event dispatched to the events topic yet", pr.name)
+			}
+		}
+		return nil
+	})
 	at, _ := p.appliedTotal()
 	t.Logf("3 alerters share the partitions at %d records applied", at)
 	b.stop()
@@ -105,6 +120,7 @@ func TestRebalanceProof(t *testing.T) {
 	at, _ = p.appliedTotal()
 	t.Logf("back to 1 alerter at %d records applied", at)
 	p.finish(want, produced)
+	p.checkEventsTopic()
 	a.stop()
 }
 
