@@ -27,6 +27,7 @@ type Redis struct {
 	prefix string
 	topic  string
 	ttl    time.Duration
+	ttlArg string // ttl in whole seconds, as the script's argument
 }
 
 // NewRedis returns a store on client c.
@@ -46,7 +47,8 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 	if o.EventTTL < time.Second {
 		return nil, fmt.Errorf("dedup: RedisOptions.EventTTL %v is below one second", o.EventTTL)
 	}
-	return &Redis{c: c, prefix: o.Prefix, topic: o.Topic, ttl: o.EventTTL}, nil
+	return &Redis{c: c, prefix: o.Prefix, topic: o.Topic, ttl: o.EventTTL,
+		ttlArg: strconv.FormatInt(int64(o.EventTTL/time.Second), 10)}, nil
 }
 
 // Tag returns the hash tag of a partition's keys: {prefix:topic:partition}.
@@ -98,6 +100,15 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 // commitScript is the whole batch in one atomic step; see
 // docs/redis-layout.md. It returns {1, appended, suppressed} or
 // {0, current_version} when fenced (having written nothing).
+//
+// KEYS = applied, drones, outbox. ARGV = expected version, new applied
+// offset, ttl seconds, n drones, the prefix of the event keys
+// ("<tag>:ev:"), then (drone id, state) × n, then (event id, event JSON) ×
+// m. The event keys are built here from the prefix and the ids, so each
+// event travels once (no KEYS entry per event); they share the partition's
+// hash tag, so they are in the slot of the declared keys. The drone states
+// go to HSET straight from ARGV, in chunks (Lua's unpack is bounded by its
+// C stack), without copying them into a table.
 var commitScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '-1' end
@@ -105,20 +116,18 @@ if cur ~= ARGV[1] then
   return {0, cur}
 end
 local nd = tonumber(ARGV[4])
-local i = 5
-if nd > 0 then
-  local args = {}
-  for j = 1, 2 * nd do args[j] = ARGV[i + j - 1] end
-  redis.call('HSET', KEYS[2], unpack(args))
+local first, last = 6, 5 + 2 * nd
+while first <= last do
+  local upto = math.min(last, first + 999)
+  redis.call('HSET', KEYS[2], unpack(ARGV, first, upto))
+  first = upto + 1
 end
-i = i + 2 * nd
-local ttl = ARGV[3]
+local ttl, pfx, outbox = ARGV[3], ARGV[5], KEYS[3]
 local appended, suppressed = 0, 0
-for k = 4, #KEYS do
-  local id, ev = ARGV[i], ARGV[i + 1]
-  i = i + 2
-  if redis.call('SET', KEYS[k], '1', 'NX', 'EX', ttl) then
-    redis.call('XADD', KEYS[3], '*', 'event_id', id, 'event', ev)
+for i = last + 1, #ARGV, 2 do
+  local id = ARGV[i]
+  if redis.call('SET', pfx .. id, '1', 'NX', 'EX', ttl) then
+    redis.call('XADD', outbox, '*', 'event_id', id, 'event', ARGV[i + 1])
     appended = appended + 1
   else
     suppressed = suppressed + 1
@@ -134,16 +143,15 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	if err := checkBatch(expected, b); err != nil {
 		return Result{}, err
 	}
-	keys := make([]string, 0, 3+len(b.Events))
-	keys = append(keys, r.AppliedKey(partition), r.DronesKey(partition), r.OutboxKey(partition))
-	args := make([]any, 0, 4+2*len(b.Drones)+2*len(b.Events))
+	tag := r.Tag(partition)
+	keys := []string{tag + ":applied", tag + ":drones", tag + ":outbox"}
+	args := make([]any, 0, 5+2*len(b.Drones)+2*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
-		strconv.FormatInt(int64(r.ttl/time.Second), 10), len(b.Drones))
+		r.ttlArg, len(b.Drones), tag+":ev:")
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
 	for _, e := range b.Events {
-		keys = append(keys, r.EventKey(partition, e.ID))
 		args = append(args, e.ID, e.JSON)
 	}
 	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
