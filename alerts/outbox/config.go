@@ -57,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultWebhookMaxAttempts is Webhook.MaxAttempts when unset.
+const DefaultWebhookMaxAttempts = 120
+
 // Webhook is one HTTP endpoint that receives every event.
 type Webhook struct {
 	// Name names the output in metrics and Redis keys: 1-64 of [A-Za-z0-9._-].
@@ -66,7 +69,9 @@ type Webhook struct {
 	// Timeout bounds one attempt. Default 10s.
 	Timeout time.Duration
 	// MaxAttempts after which the event goes to the dead-letter stream.
-	// Default 10.
+	// Default 120: about an hour of backoff, or two minutes of an endpoint
+	// answering Retry-After: 1, so an ordinary outage or deploy never
+	// dead-letters an alarm.
 	MaxAttempts int
 }
 
@@ -121,7 +126,7 @@ func (c *Config) setDefaults() {
 			hooks[i].Timeout = 10 * time.Second
 		}
 		if hooks[i].MaxAttempts == 0 {
-			hooks[i].MaxAttempts = 10
+			hooks[i].MaxAttempts = DefaultWebhookMaxAttempts
 		}
 	}
 	c.Webhooks = hooks

@@ -83,7 +83,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:  time.Second,
 		RebalanceTimeout:   30 * time.Second,
 		EventsTopic:        "alerts.events",
-		WebhookMaxAttempts: 10,
+		WebhookMaxAttempts: outbox.DefaultWebhookMaxAttempts,
 		WebhookTimeout:     10 * time.Second,
 		HTTPAddr:           ":9102",
 		LogLevel:           "info",

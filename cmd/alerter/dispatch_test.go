@@ -201,7 +201,7 @@ func TestParseConfigDispatch(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", []string{"--zones", "z"}, nil, func(c Config) bool {
-			return c.EventsTopic == "alerts.events" && len(c.Webhooks) == 0 && c.WebhookMaxAttempts == 10 && c.WebhookTimeout == 10*time.Second && c.dispatching()
+			return c.EventsTopic == "alerts.events" && len(c.Webhooks) == 0 && c.WebhookMaxAttempts == outbox.DefaultWebhookMaxAttempts && c.WebhookTimeout == 10*time.Second && c.dispatching()
 		}, ""},
 		{"kafka output off", []string{"--zones", "z", "--events-topic="}, map[string]string{"NOFLY_EVENTS_TOPIC": "x"},
 			func(c Config) bool { return c.EventsTopic == "" && !c.dispatching() }, ""},
