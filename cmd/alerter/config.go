@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/envflag"
 )
 
 // Config is the alerter's configuration. Flags fill it, each with an
@@ -90,12 +89,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrConfig is wrapped by every Validate error.
-var ErrConfig = errors.New("invalid configuration")
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = envflag.ErrConfig
 
 func badField(field, msg string) error {
 	f := fieldFlags[field]
-	return fmt.Errorf("%w: %s (--%s, %s): %s", ErrConfig, field, f.flag, f.env, msg)
+	return envflag.FieldError(field, f.flag, f.env, msg)
 }
 
 // Validate reports the first bad field.
@@ -200,19 +199,6 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"LogLevel":           {"log-level", "NOFLY_LOG_LEVEL"},
 }
 
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error {
-	*l = nil
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
-}
-
 // webhookFlag is --webhook NAME=URL: repeatable, and a comma-separated
 // list in one value (NOFLY_WEBHOOKS) adds each.
 type webhookFlag []WebhookURL
@@ -239,23 +225,18 @@ func (w *webhookFlag) Set(s string) error {
 	return nil
 }
 
-// flagSet is a flag.FlagSet whose flags fall back to environment variables.
-type flagSet struct {
-	*flag.FlagSet
-	env map[string]string // flag -> variable
-}
+// flagSet registers Config fields as flags with environment fallbacks.
+type flagSet struct{ *envflag.FlagSet }
 
-func newFlagSet(name string) *flagSet {
-	return &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: map[string]string{}}
-}
+func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
 
 func (f *flagSet) field(c *Config, field, usage string) {
 	ff := fieldFlags[field]
-	f.env[ff.flag] = ff.env
+	f.Fallback(ff.flag, ff.env)
 	usage += " (env " + ff.env + ")"
 	switch field {
 	case "Brokers":
-		f.Var((*listFlag)(&c.Brokers), ff.flag, usage)
+		f.Var((*envflag.List)(&c.Brokers), ff.flag, usage)
 	case "Topic":
 		f.StringVar(&c.Topic, ff.flag, c.Topic, usage)
 	case "Partitions":
@@ -297,30 +278,6 @@ func (f *flagSet) field(c *Config, field, usage string) {
 	}
 }
 
-// parse parses args, then fills every flag not on the command line from its
-// environment variable.
-func (f *flagSet) parse(args []string, getenv func(string) string) error {
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", ErrConfig, f.Arg(0))
-	}
-	set := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	for name, env := range f.env {
-		if set[name] {
-			continue
-		}
-		if v := getenv(env); v != "" {
-			if err := f.Set(name, v); err != nil {
-				return fmt.Errorf("%w: %s=%q: %v", ErrConfig, env, v, err)
-			}
-		}
-	}
-	return nil
-}
-
 // parseConfig builds the serve configuration from args and the environment.
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
@@ -330,7 +287,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "HTTPAddr", "LogLevel"} {
 		fs.field(&c, field, usages[field])
 	}
-	if err := fs.parse(args, getenv); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return c, err
 	}
 	return c, c.Validate()

@@ -91,7 +91,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
-	if err := fs.parse(args, getenv); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
 	switch {

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/nofly-dev/nofly/ingest"
+	"github.com/nofly-dev/nofly/internal/envflag"
 )
 
 // Config is the configuration of every subcommand: Kafka, the topic, the
@@ -53,12 +51,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrConfig is wrapped by every Validate error.
-var ErrConfig = errors.New("invalid configuration")
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = envflag.ErrConfig
 
 func badField(field, msg string) error {
 	f := fieldFlags[field]
-	return fmt.Errorf("%w: %s (--%s, %s): %s", ErrConfig, field, f.flag, f.env, msg)
+	return envflag.FieldError(field, f.flag, f.env, msg)
 }
 
 // Validate reports the first bad field.
@@ -124,28 +122,21 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"LogLevel":        {"log-level", "NOFLY_LOG_LEVEL"},
 }
 
-// flagSet is a flag.FlagSet whose flags may fall back to an environment
-// variable.
-type flagSet struct {
-	*flag.FlagSet
-	env map[string]string // flag name -> variable
-}
+// flagSet registers Config fields as flags with environment fallbacks.
+type flagSet struct{ *envflag.FlagSet }
 
-func newFlagSet(name string) *flagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	return &flagSet{FlagSet: fs, env: map[string]string{}}
-}
+func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
 
 // field registers the flag of a Config field (see fieldFlags).
 func (f *flagSet) field(field string, register func(name, usage string), usage string) {
 	ff := fieldFlags[field]
-	f.env[ff.flag] = ff.env
+	f.Fallback(ff.flag, ff.env)
 	register(ff.flag, usage+" (env "+ff.env+")")
 }
 
 // kafkaFlags registers the fields every subcommand shares.
 func (f *flagSet) kafkaFlags(c *Config) {
-	f.field("Brokers", func(n, u string) { f.Var((*listFlag)(&c.Brokers), n, u) }, "Kafka bootstrap brokers, comma separated host:port")
+	f.field("Brokers", func(n, u string) { f.Var((*envflag.List)(&c.Brokers), n, u) }, "Kafka bootstrap brokers, comma separated host:port")
 	f.field("Topic", func(n, u string) { f.StringVar(&c.Topic, n, c.Topic, u) }, "telemetry topic")
 	f.field("Partitions", func(n, u string) { f.IntVar(&c.Partitions, n, c.Partitions, u) }, "partition count the topic is created with, and must have")
 	f.field("Replication", func(n, u string) { f.IntVar(&c.Replication, n, c.Replication, u) }, "replication factor the topic is created with; -1 = broker default")
@@ -161,37 +152,4 @@ func (f *flagSet) serveFlags(c *Config) {
 	f.field("ProduceTimeout", func(n, u string) { f.DurationVar(&c.ProduceTimeout, n, c.ProduceTimeout, u) }, "longest wait for Kafka's acknowledgement of a request (503 beyond)")
 	f.field("RetryAfter", func(n, u string) { f.DurationVar(&c.RetryAfter, n, c.RetryAfter, u) }, "Retry-After of a 503")
 	f.field("ShutdownTimeout", func(n, u string) { f.DurationVar(&c.ShutdownTimeout, n, c.ShutdownTimeout, u) }, "how long a SIGTERM waits for in-flight requests and queued records")
-}
-
-// parse applies the environment, then the command line.
-func (f *flagSet) parse(args []string, getenv func(string) string) error {
-	names := make([]string, 0, len(f.env))
-	for n := range f.env {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		env := f.env[n]
-		if v := getenv(env); v != "" {
-			if err := f.Set(n, v); err != nil {
-				return fmt.Errorf("%w: %s=%q: %v", ErrConfig, env, v, err)
-			}
-		}
-	}
-	return f.Parse(args)
-}
-
-// listFlag is a comma-separated list.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(s string) error {
-	*l = nil
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
 }

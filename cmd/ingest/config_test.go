@@ -22,7 +22,7 @@ func parseServe(args []string, env map[string]string) (Config, error) {
 	fs.SetOutput(new(bytes.Buffer))
 	fs.kafkaFlags(&cfg)
 	fs.serveFlags(&cfg)
-	if err := fs.parse(args, func(k string) string { return env[k] }); err != nil {
+	if err := fs.Parse(args, func(k string) string { return env[k] }); err != nil {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()

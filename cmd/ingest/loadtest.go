@@ -46,7 +46,7 @@ func loadtestCmd(ctx context.Context, args []string, getenv func(string) string,
 	dur := fs.Duration("duration", 20*time.Second, "how long to post")
 	drones := fs.Int("drones", 10, "drones per client")
 	prefix := fs.String("prefix", fmt.Sprintf("LOAD-%d", time.Now().Unix()), "drone id prefix (keep runs apart)")
-	if err := fs.parse(args, getenv); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
 	if *clients < 1 || *batchN < 1 || *dur <= 0 || *drones < 1 {

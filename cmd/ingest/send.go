@@ -34,7 +34,7 @@ func sendCmd(ctx context.Context, args []string, getenv func(string) string, std
 	rate := fs.Float64("rate", 0, "records per second; 0 = as fast as the broker acknowledges")
 	batchSize := fs.Int("batch", 1000, "records per Produce call (at most; smaller at low rates)")
 	progress := fs.String("progress", "auto", "progress on stderr: auto (a bar on a terminal, a line every 5s otherwise), bar, lines, none")
-	if err := fs.parse(args, getenv); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
 	switch {

@@ -30,7 +30,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.SetOutput(stderr)
 	fs.kafkaFlags(&cfg)
 	fs.serveFlags(&cfg)
-	if err := fs.parse(args, getenv); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
