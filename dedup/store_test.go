@@ -208,7 +208,7 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 				return
 			case <-time.After(2 * time.Millisecond):
 			}
-			kills += killClientsNamed(ctx, killer, name)
+			kills += testenv.KillRedisClients(ctx, killer, name)
 		}
 	}()
 	failures := 0

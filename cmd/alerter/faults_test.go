@@ -35,7 +35,7 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 				kills <- n
 				return
 			case <-tick.C:
-				n += killClientsNamed(ctx, p.rc, "nofly-alerter:"+cfg.Group)
+				n += testenv.KillRedisClients(ctx, p.rc, "nofly-alerter:"+cfg.Group)
 			}
 		}
 	}()
