@@ -195,3 +195,17 @@ func TestReadmeTable(t *testing.T) {
 		}
 	}
 }
+
+// TestTopReadmeTable keeps the repository README's one configuration table
+// in step with this command's flags.
+func TestTopReadmeTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, f := range fieldFlags {
+		if !strings.Contains(string(b), "| `"+f.env+"` | `--"+f.flag+"` |") {
+			t.Errorf("../../README.md has no row for %s (%s, --%s)", field, f.env, f.flag)
+		}
+	}
+}
