@@ -41,13 +41,28 @@ func TestCrashProof(t *testing.T) {
 	produced := p.produceInBackground(sc.Records, 2500)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	const kills = 10
+	// Kill i lands near (i+1)/(kills+1) of the stream, jittered, so the kills
+	// spread over the whole scenario however fast the alerter catches up
+	// after a restart; a target is never past the last record, so no wait
+	// can outlive the stream.
+	total := int64(len(sc.Records))
+	gap := total / (kills + 1)
+	midStream := 0
 	for i := 0; i < kills; i++ {
 		pr := p.startProc(fmt.Sprintf("alerter-%d", i), cfg)
 		from, _ := p.appliedTotal()
-		p.waitApplied(from+randBetween(rng, 500, 2500), 90*time.Second)
+		target := gap*int64(i+1) + randBetween(rng, -gap/3, gap/3)
+		target = min(max(target, from+200), total)
+		p.waitApplied(target, 90*time.Second)
 		pr.kill()
 		at, _ := p.appliedTotal()
-		t.Logf("kill %d: SIGKILL after %d records applied", i+1, at)
+		if at < total {
+			midStream++
+		}
+		t.Logf("kill %d: SIGKILL after %d of %d records applied", i+1, at, total)
+	}
+	if midStream < kills-2 {
+		t.Errorf("only %d of %d kills landed while records were still to apply", midStream, kills)
 	}
 	last := p.startProc("alerter-final", cfg)
 	p.finish(want, produced)
