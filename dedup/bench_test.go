@@ -15,7 +15,7 @@ import (
 func BenchmarkRedisCommit(b *testing.B) {
 	for _, rate := range []float64{0.01, 0.20} {
 		b.Run(fmt.Sprintf("transitions=%g%%", rate*100), func(b *testing.B) {
-			s, err := dedup.NewRedis(testenv.RedisClient(b), dedup.RedisOptions{Prefix: testenv.UniqueName("bench"), Topic: "t"})
+			s, err := dedup.NewRedis(testenv.RedisClient(b), dedup.RedisOptions{Prefix: testenv.RedisPrefix(b, "bench"), Topic: "t"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,7 +25,7 @@ func implementations(t *testing.T) map[string]func(t *testing.T) storeUnderTest 
 		"memory": func(t *testing.T) storeUnderTest { return dedup.NewMemory(time.Hour) },
 		"redis": func(t *testing.T) storeUnderTest {
 			s, err := dedup.NewRedis(testenv.RedisClient(t), dedup.RedisOptions{
-				Prefix: testenv.UniqueName("dedup"), Topic: "telemetry.positions", EventTTL: time.Hour})
+				Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "telemetry.positions", EventTTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestStoreContract(t *testing.T) {
 func TestRedisKeysShareHashTagAndExpire(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.RedisClient(t)
-	prefix := testenv.UniqueName("dedup")
+	prefix := testenv.RedisPrefix(t, "dedup")
 	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: prefix, Topic: "telemetry.positions", EventTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ClientName: name, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	killer := testenv.RedisClient(t)
-	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.UniqueName("dedup"), Topic: "t"})
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

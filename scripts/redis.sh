@@ -38,15 +38,17 @@ start() {
     --appendonly yes --appendfsync always --save "" \
     --daemonize yes --pidfile "$PIDFILE" --logfile "$LOGFILE" \
     --protected-mode yes >/dev/null
+  # A large AOF takes a while to load; PING answers LOADING until then.
   local i
-  for ((i = 0; i < 100; i++)); do
+  for ((i = 0; i < 900; i++)); do
     if ping; then
       log "redis ready on 127.0.0.1:$REDIS_PORT (pid $(<"$PIDFILE"), AOF always, dir $REDIS_DIR)"
       return 0
     fi
-    sleep 0.1
+    pid_alive "$PIDFILE" "$PATTERN" || break
+    sleep 0.2
   done
-  log "redis did not answer PING in 10s; last log lines:"
+  log "redis did not answer PING (it exited, or took over 180s); last log lines:"
   tail -n 30 "$LOGFILE" >&2 || true
   exit 1
 }

@@ -65,7 +65,7 @@ func BenchmarkKafkaOutput(b *testing.B) {
 			rdb := testenv.RedisClient(b)
 			topic := testenv.CreateTopic(b, brokers, 1)
 			reg := prometheus.NewRegistry()
-			cfg := Config{Prefix: testenv.UniqueName("bench"), Topic: "t", BatchSize: batch, Registerer: reg, Logger: testLogger()}
+			cfg := Config{Prefix: testenv.RedisPrefix(b, "bench"), Topic: "t", BatchSize: batch, Registerer: reg, Logger: testLogger()}
 			k := newKeys(cfg.Prefix, cfg.Topic, 0)
 			b.Cleanup(func() { rdb.Del(context.Background(), k.outbox(), k.cursor(kafkaOutputName)) })
 			fillOutbox(b, rdb, k, b.N)
@@ -86,7 +86,7 @@ func BenchmarkWebhookOutput(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
-	cfg := Config{Prefix: testenv.UniqueName("bench"), Topic: "t", Webhooks: []Webhook{{Name: "local", URL: srv.URL}},
+	cfg := Config{Prefix: testenv.RedisPrefix(b, "bench"), Topic: "t", Webhooks: []Webhook{{Name: "local", URL: srv.URL}},
 		Registerer: reg, Logger: testLogger()}
 	k := newKeys(cfg.Prefix, cfg.Topic, 0)
 	b.Cleanup(func() { rdb.Del(context.Background(), k.outbox(), k.cursor("webhook:local")) })

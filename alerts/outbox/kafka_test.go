@@ -78,7 +78,7 @@ func TestKafkaExactlyOnce(t *testing.T) {
 			const partitions, partition, initial = 3, 1, 1000 // events there before the first run; more come during the runs
 			rdb := testenv.RedisClient(t)
 			topic := testenv.CreateTopic(t, brokers, partitions)
-			cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "telemetry.positions",
+			cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "telemetry.positions",
 				BatchSize: 40, Block: 50 * time.Millisecond, Backoff: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 				Logger: testLogger()}
 			k := newKeys(cfg.Prefix, cfg.Topic, partition)

@@ -130,7 +130,7 @@ func TestKafkaOutputResume(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := testenv.RedisClient(t)
 			reg := prometheus.NewRegistry()
-			cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "t", BatchSize: 10, Block: 20 * time.Millisecond,
+			cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", BatchSize: 10, Block: 20 * time.Millisecond,
 				Backoff: time.Millisecond, BackoffMax: 10 * time.Millisecond, Registerer: reg, Logger: testLogger()}
 			k := newKeys(cfg.Prefix, cfg.Topic, 0)
 			ctx := context.Background()

@@ -118,7 +118,7 @@ func TestWebhookOutage(t *testing.T) {
 	down := startOutageEndpoint(t)
 	up := startOutageEndpoint(t)
 	reg := prometheus.NewRegistry()
-	cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "telemetry.positions",
+	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "telemetry.positions",
 		Block: 50 * time.Millisecond, Backoff: 100 * time.Millisecond, BackoffMax: 2 * time.Second, LagInterval: 100 * time.Millisecond,
 		Webhooks: []Webhook{
 			{Name: "down", URL: "http://" + down.addr + "/hook", MaxAttempts: 1000, Timeout: 2 * time.Second},

@@ -26,7 +26,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	rdb := testenv.RedisClient(t)
 	topic := testenv.CreateTopic(t, brokers, 1)
 	reg := prometheus.NewRegistry()
-	cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "telemetry.positions", BatchSize: 50,
+	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "telemetry.positions", BatchSize: 50,
 		Block: 50 * time.Millisecond, Backoff: 50 * time.Millisecond, BackoffMax: time.Second, CloseTimeout: 20 * time.Second,
 		Registerer: reg, Logger: testLogger()}
 	k := newKeys(cfg.Prefix, cfg.Topic, 0)

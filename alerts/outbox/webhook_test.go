@@ -241,7 +241,7 @@ func TestWebhookOutput(t *testing.T) {
 			rdb := testenv.RedisClient(t)
 			hs, srv := newHookServer(t, tc.reply)
 			reg := prometheus.NewRegistry()
-			cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "t", Block: 20 * time.Millisecond,
+			cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Block: 20 * time.Millisecond,
 				Backoff: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LagInterval: 20 * time.Millisecond,
 				Webhooks:   []Webhook{{Name: "ops", URL: srv.URL, MaxAttempts: tc.maxAttempts, Timeout: 5 * time.Second}},
 				Registerer: reg, Logger: testLogger()}
@@ -333,7 +333,7 @@ func TestWebhookOutput(t *testing.T) {
 func TestWebhookResumesFromCursor(t *testing.T) {
 	rdb := testenv.RedisClient(t)
 	hs, srv := newHookServer(t, nil)
-	cfg := Config{Prefix: testenv.UniqueName("outbox"), Topic: "t", Block: 20 * time.Millisecond,
+	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Block: 20 * time.Millisecond,
 		Webhooks: []Webhook{{Name: "ops", URL: srv.URL}}, Logger: testLogger()}
 	k := newKeys(cfg.Prefix, cfg.Topic, 0)
 	ctx := context.Background()
@@ -370,7 +370,7 @@ func TestWebhookResumesFromCursor(t *testing.T) {
 // TestRunTwice: one partition runs once per Dispatcher.
 func TestRunTwice(t *testing.T) {
 	rdb := testenv.RedisClient(t)
-	d, err := NewDispatcher(Config{Prefix: testenv.UniqueName("outbox"), Topic: "t", Logger: testLogger()}, rdb, nil)
+	d, err := NewDispatcher(Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Logger: testLogger()}, rdb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestKafkaTwoWriters(t *testing.T) {
 	rdb := testenv.RedisClient(t)
 	topic := testenv.CreateTopic(t, brokers, 1)
 	const total = 2000
-	prefix := testenv.UniqueName("outbox")
+	prefix := testenv.RedisPrefix(t, "outbox")
 	k := newKeys(prefix, "t", 0)
 	ctx := context.Background()
 	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor(kafkaOutputName)) })

@@ -86,7 +86,7 @@ func plainConsume(b *testing.B, p *pipeline, ends map[int]int64) time.Duration {
 // and the Redis round trips.
 func runAlerter(b *testing.B, p *pipeline, total int64) (time.Duration, int64) {
 	p.group = testenv.UniqueName("bench")
-	p.prefix = testenv.UniqueName("bench")
+	p.prefix = testenv.RedisPrefix(b, "bench")
 	cfg := p.config()
 	cfg.Batch = 500
 	cfg.Linger = 20 * time.Millisecond

@@ -40,7 +40,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	var lat []float64
 	for i := 0; i < b.N; i++ {
 		p := &pipeline{t: b, brokers: brokers, redisAddr: raddr, partitions: 12, topic: testenv.CreateTopic(b, brokers, 12),
-			group: testenv.UniqueName("lat"), prefix: testenv.UniqueName("lat")}
+			group: testenv.UniqueName("lat"), prefix: testenv.RedisPrefix(b, "lat")}
 		p.rc = redis.NewClient(&redis.Options{Addr: raddr})
 		cfg := p.config()
 		rc := newRedisClient(cfg.RedisAddr, "lat")
@@ -150,7 +150,7 @@ func BenchmarkIngestToOutbox(b *testing.B) {
 	var offered []float64
 	for i := 0; i < b.N; i++ {
 		p := &pipeline{t: b, brokers: brokers, redisAddr: raddr, partitions: 12, topic: testenv.CreateTopic(b, brokers, 12),
-			group: testenv.UniqueName("lat"), prefix: testenv.UniqueName("lat")}
+			group: testenv.UniqueName("lat"), prefix: testenv.RedisPrefix(b, "lat")}
 		p.rc = redis.NewClient(&redis.Options{Addr: raddr})
 		cfg := p.config()
 		cfg.Batch, cfg.Linger = DefaultConfig().Batch, DefaultConfig().Linger

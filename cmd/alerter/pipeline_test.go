@@ -42,7 +42,7 @@ func newPipeline(t testing.TB, brokers []string, redisAddr string, partitions in
 	return &pipeline{t: t, brokers: brokers, redisAddr: redisAddr, partitions: partitions,
 		topic:  testenv.CreateTopic(t, brokers, partitions),
 		group:  testenv.UniqueName("alerter"),
-		prefix: testenv.UniqueName("nofly"),
+		prefix: testenv.RedisPrefix(t, "nofly"),
 		rc:     rc,
 	}
 }

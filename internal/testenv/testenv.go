@@ -260,3 +260,34 @@ func KillRedisClients(ctx context.Context, c *redis.Client, name string) int {
 	}
 	return n
 }
+
+// RedisPrefix returns a unique key prefix for a test's keys on the shared
+// Redis server (nofly keys are "{prefix:topic:partition}:…") and deletes
+// every key under it when the test ends, so repeated runs do not grow the
+// server's data set (and its AOF) without bound.
+func RedisPrefix(t testing.TB, name string) string {
+	t.Helper()
+	prefix := UniqueName(name)
+	t.Cleanup(func() { DeleteRedisKeys(context.Background(), RedisAddr(), "{"+prefix+":*") })
+	return prefix
+}
+
+// DeleteRedisKeys deletes the keys matching pattern, best effort.
+func DeleteRedisKeys(ctx context.Context, addr, pattern string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	batch := make([]string, 0, 500)
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == cap(batch) {
+			c.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		c.Unlink(ctx, batch...)
+	}
+}
