@@ -28,7 +28,7 @@ install() {
   command -v mvn >/dev/null || die "mvn not found: it fetches Kafka's jars"
   log "fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies with Maven into $LIBS"
   mkdir -p "$LIBS"
-  mvn -q -B -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
+  mvn -q -B -Dstyle.color=never -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
     || die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
   touch "$LIBS/.complete"
