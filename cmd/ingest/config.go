@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -61,13 +60,8 @@ func badField(field, msg string) error {
 
 // Validate reports the first bad field.
 func (c Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return badField("Brokers", "at least one host:port is required")
-	}
-	for _, b := range c.Brokers {
-		if _, _, err := net.SplitHostPort(b); err != nil {
-			return badField("Brokers", fmt.Sprintf("%q is not host:port", b))
-		}
+	if msg := envflag.CheckBrokers(c.Brokers); msg != "" {
+		return badField("Brokers", msg)
 	}
 	switch {
 	case c.Topic == "" || len(c.Topic) > 249 || strings.Trim(c.Topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":

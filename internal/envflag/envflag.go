@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 )
@@ -84,4 +85,17 @@ func (l *List) Set(s string) error {
 		}
 	}
 	return nil
+}
+
+// CheckBrokers returns why a bootstrap broker list is unusable, or "".
+func CheckBrokers(brokers []string) string {
+	if len(brokers) == 0 {
+		return "at least one host:port is required"
+	}
+	for _, b := range brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return fmt.Sprintf("%q is not host:port", b)
+		}
+	}
+	return ""
 }

@@ -53,3 +53,19 @@ func TestFieldError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestCheckBrokers(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"127.0.0.1:9092", "k:1"}, ""},
+		{nil, "at least one host:port is required"},
+		{[]string{"k:1", "nohost"}, `"nohost" is not host:port`},
+	}
+	for _, tc := range tests {
+		if got := CheckBrokers(tc.in); got != tc.want {
+			t.Errorf("CheckBrokers(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
