@@ -28,9 +28,11 @@ install() {
   command -v mvn >/dev/null || die "mvn not found: it fetches Kafka's jars"
   log "fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies with Maven into $LIBS"
   mkdir -p "$LIBS"
+  # Maven's console output goes to a log: it is only worth reading on failure.
   mvn -q -B -Dstyle.color=never -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
-    || die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+    >"$LIBS/../maven.log" 2>&1 \
+    || { tail -n 30 "$LIBS/../maven.log" >&2; die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"; }
   touch "$LIBS/.complete"
 }
 
