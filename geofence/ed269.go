@@ -17,15 +17,38 @@ import (
 // package doc). The set is returned whole, or not at all with a
 // *ValidationError listing every problem.
 func ParseED269(r io.Reader) (*ZoneSet, error) {
-	b, err := readAll(r)
+	_, root, err := decodeTree(r)
 	if err != nil {
 		return nil, err
 	}
+	return parseED269Tree(root)
+}
+
+// decodeTree reads a whole zone file and decodes it into a generic JSON
+// tree, which the ED-269 and ED-318 parsers and format detection walk.
+func decodeTree(r io.Reader) ([]byte, any, error) {
+	b, err := readAll(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	var root any
 	if err := json.Unmarshal(b, &root); err != nil {
-		return nil, fileProblem("", jsonMsg(err))
+		return nil, nil, fileProblem("", jsonMsg(err))
 	}
-	return parseED269Tree(root)
+	return b, root, nil
+}
+
+// authorityName is the name of the first entry of a zoneAuthority list
+// (ED-269 and ED-318 alike) that has one.
+func authorityName(a any) string {
+	for _, e := range list(a) {
+		if ao, ok := asObj(e); ok {
+			if n, ok := ao.get("name"); ok {
+				return text(n)
+			}
+		}
+	}
+	return ""
 }
 
 // obj is a decoded JSON object whose keys are matched loosely: case and
@@ -204,14 +227,7 @@ func parseED269Zone(i int, zv any, ps *problems) (z *Zone, skip bool) {
 	}
 	z.Category, z.Restriction = cat, upperASCII(rstr)
 	if a, ok := o.get("zoneAuthority"); ok {
-		for _, e := range list(a) {
-			if ao, ok := asObj(e); ok {
-				if n, ok := ao.get("name"); ok {
-					z.Authority = text(n)
-					break
-				}
-			}
-		}
+		z.Authority = authorityName(a)
 	}
 	if v, ok := o.get("clear_buffer_m"); ok {
 		f, isNum := v.(float64)

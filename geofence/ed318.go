@@ -15,13 +15,9 @@ import (
 // returned whole, or not at all with a *ValidationError listing every
 // problem.
 func ParseED318(r io.Reader) (*ZoneSet, error) {
-	b, err := readAll(r)
+	_, root, err := decodeTree(r)
 	if err != nil {
 		return nil, err
-	}
-	var root any
-	if err := json.Unmarshal(b, &root); err != nil {
-		return nil, fileProblem("", jsonMsg(err))
 	}
 	return parseED318Tree(root)
 }
@@ -128,14 +124,7 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 	}
 	z.Category, z.Restriction = cat, upperASCII(ts)
 	if a, ok := p.get("zoneAuthority"); ok {
-		for _, e := range list(a) {
-			if ao, ok := asObj(e); ok {
-				if n, ok := ao.get("name"); ok {
-					z.Authority = text(n)
-					break
-				}
-			}
-		}
+		z.Authority = authorityName(a)
 	}
 	if v, ok := p.get("limitedApplicability"); ok {
 		z.Windows = parseApplicability(v, "properties.limitedApplicability", add)

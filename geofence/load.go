@@ -90,13 +90,9 @@ func detectTree(root any) (Format, error) {
 // Parse reads a zone file in any supported format, detected from its
 // content.
 func Parse(r io.Reader) (*ZoneSet, Format, error) {
-	b, err := readAll(r)
+	b, root, err := decodeTree(r)
 	if err != nil {
 		return nil, "", err
-	}
-	var root any
-	if err := json.Unmarshal(b, &root); err != nil {
-		return nil, "", fileProblem("", jsonMsg(err))
 	}
 	f, err := detectTree(root)
 	if err != nil {
