@@ -86,24 +86,9 @@ func BenchmarkEventLatency(b *testing.B) {
 		testenv.CheckFor(b, 60*time.Second, p.caughtUp)
 		cancel()
 		<-done
-		for part := 0; part < p.partitions; part++ {
-			es, err := store.Outbox(context.Background(), part)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, e := range es {
-				var ev struct {
-					DroneID string `json:"drone_id"`
-					Seq     int64  `json:"seq"`
-				}
-				if err := json.Unmarshal(e.Event, &ev); err != nil {
-					b.Fatal(err)
-				}
-				ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
-				at := acked[ev.DroneID+"/"+strconv.FormatInt(ev.Seq, 10)]
-				lat = append(lat, float64(time.UnixMilli(ms).Sub(at))/float64(time.Millisecond))
-			}
-		}
+		lat = append(lat, outboxLatencies(b, store, p.partitions, func(drone string, seq int64) time.Time {
+			return acked[drone+"/"+strconv.FormatInt(seq, 10)]
+		})...)
 		rc.Close()
 		p.rc.Close()
 	}
@@ -308,23 +293,7 @@ func BenchmarkIngestToOutbox(b *testing.B) {
 			}
 			return v.(time.Time)
 		}
-		for part := 0; part < p.partitions; part++ {
-			es, err := store.Outbox(context.Background(), part)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, e := range es {
-				var ev struct {
-					DroneID string `json:"drone_id"`
-					Seq     int64  `json:"seq"`
-				}
-				if err := json.Unmarshal(e.Event, &ev); err != nil {
-					b.Fatal(err)
-				}
-				ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
-				evLat = append(evLat, float64(time.UnixMilli(ms).Sub(at202(ev.DroneID, ev.Seq)))/float64(time.Millisecond))
-			}
-		}
+		evLat = append(evLat, outboxLatencies(b, store, p.partitions, at202)...)
 		// Every record: read the topic back for its offset, find when the
 		// poller first saw it applied.
 		ends, err := p.endOffsets()
@@ -387,4 +356,29 @@ func (s *stamping) WriteHeader(code int) {
 		s.at.Store(s.id, time.Now())
 	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// outboxLatencies returns, in milliseconds, how long after start(drone, seq)
+// each event of the partitions' outboxes was appended (the stream entry id's
+// milliseconds are Redis's clock at XADD).
+func outboxLatencies(b *testing.B, store *dedup.Redis, partitions int, start func(drone string, seq int64) time.Time) []float64 {
+	var lat []float64
+	for part := 0; part < partitions; part++ {
+		es, err := store.Outbox(context.Background(), part)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range es {
+			var ev struct {
+				DroneID string `json:"drone_id"`
+				Seq     int64  `json:"seq"`
+			}
+			if err := json.Unmarshal(e.Event, &ev); err != nil {
+				b.Fatal(err)
+			}
+			ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
+			lat = append(lat, float64(time.UnixMilli(ms).Sub(start(ev.DroneID, ev.Seq)))/float64(time.Millisecond))
+		}
+	}
+	return lat
 }
