@@ -285,9 +285,14 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 func (p *Producer) backoff(attempt int) time.Duration {
-	d := p.cfg.RetryBackoff << min(attempt, 16)
-	if d > p.cfg.RetryBackoffMax || d <= 0 {
-		d = p.cfg.RetryBackoffMax
+	return backoff(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, attempt)
+}
+
+// backoff doubles base per attempt up to ceiling, with jitter.
+func backoff(base, ceiling time.Duration, attempt int) time.Duration {
+	d := base << min(attempt, 16)
+	if d > ceiling || d <= 0 {
+		d = ceiling
 	}
 	// ±20% jitter, like the Java client, so partitions do not retry in step.
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))

@@ -1,0 +1,178 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/internal/committed"
+	"github.com/nofly-dev/nofly/internal/testenv"
+)
+
+func newTxnWriter(t *testing.T, brokers []string, topic, id string) *TxnWriter {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := NewTxnWriter(ctx, Config{Brokers: brokers, Topic: topic, Logger: testLogger(t)},
+		TxnOptions{Partition: 0, TransactionalID: id})
+	if err != nil {
+		t.Fatalf("NewTxnWriter: %v", err)
+	}
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
+}
+
+func txnRecords(from, n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Key: []byte("k"), Value: []byte(fmt.Sprintf("v%05d", from+i))}
+	}
+	return recs
+}
+
+func committedValues(t *testing.T, brokers []string, topic string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
+	start, stable, err := r.Offsets(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.Read(ctx, 0, start, stable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for _, rec := range recs {
+		vals = append(vals, string(rec.Value))
+	}
+	return vals
+}
+
+func wantValues(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("v%05d", i))
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTxnWriterFencing: a second writer of the same transactional id fences
+// the first at the broker; the first's next Produce fails with ErrFenced and
+// writes nothing; the committed log holds every acknowledged batch once.
+func TestTxnWriterFencing(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, brokers, 1)
+	id := testenv.UniqueName("txn")
+	ctx := context.Background()
+
+	old := newTxnWriter(t, brokers, topic, id)
+	for i := 0; i < 30; i += 10 {
+		if err := old.Produce(ctx, txnRecords(i, 10)); err != nil {
+			t.Fatalf("Produce %d: %v", i, err)
+		}
+	}
+	heir := newTxnWriter(t, brokers, topic, id)
+	oldPID, oldEpoch := old.Session()
+	pid, epoch := heir.Session()
+	if pid != oldPID || epoch <= oldEpoch {
+		t.Errorf("heir session %d/%d, want the same producer id as %d/%d with a higher epoch", pid, epoch, oldPID, oldEpoch)
+	}
+	if err := old.Produce(ctx, txnRecords(1000, 10)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced writer's Produce = %v, want ErrFenced", err)
+	}
+	if err := heir.Produce(ctx, txnRecords(30, 10)); err != nil {
+		t.Fatalf("heir Produce: %v", err)
+	}
+	if got := committedValues(t, brokers, topic); !equalStrings(got, wantValues(40)) {
+		t.Fatalf("committed values %v, want v00000..v00039 once each", got)
+	}
+}
+
+// TestTxnAbortedWriteHidden: a writer stalls with a batch written but its
+// transaction open (a zombie frozen between produce and commit). The heir's
+// InitProducerId aborts it; the committed reader drops the aborted batch
+// that kafka-go's plain Fetch still returns, and the stalled writer cannot
+// commit afterwards.
+func TestTxnAbortedWriteHidden(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, brokers, 1)
+	id := testenv.UniqueName("txn")
+	ctx := context.Background()
+
+	zombie := newTxnWriter(t, brokers, topic, id)
+	if err := zombie.Produce(ctx, txnRecords(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// Half a transaction: partition added, batch written, no EndTxn.
+	enc, err := zombie.encode(txnRecords(5000, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.addPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.send(ctx, enc, 10); err != nil {
+		t.Fatal(err)
+	}
+	heir := newTxnWriter(t, brokers, topic, id)
+	if err := heir.Produce(ctx, txnRecords(10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	err = zombie.retry(ctx, "commit transaction", func(ctx context.Context) error { return zombie.endTxn(ctx, true) })
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie's commit after the heir's init = %v, want ErrFenced", err)
+	}
+	if got := committedValues(t, brokers, topic); !equalStrings(got, wantValues(20)) {
+		t.Fatalf("committed values %v, want v00000..v00019 (the aborted v05000.. hidden)", got)
+	}
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	// kafka-go's own read_committed Fetch, in one answer (the log is small).
+	plain, err := (&kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}).Fetch(ctx, &kafka.FetchRequest{
+		Topic: topic, Partition: 0, Offset: 0, MinBytes: 1, MaxBytes: 8 << 20,
+		MaxWait: time.Second, IsolationLevel: kafka.ReadCommitted,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aborted := 0
+	for {
+		r, err := plain.Records.ReadRecord()
+		if err != nil {
+			break
+		}
+		if v, _ := io.ReadAll(r.Value); string(v) >= "v05000" {
+			aborted++
+		}
+	}
+	if aborted != 10 {
+		t.Fatalf("kafka-go's Fetch returned %d of the aborted records, want 10: the test no longer shows what the filter is for", aborted)
+	}
+
+	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
+	last, ok, _, _, err := r.Last(ctx, 0)
+	if err != nil || !ok || string(last.Value) != "v00019" {
+		t.Fatalf("Last = %q, %v, %v; want v00019", last.Value, ok, err)
+	}
+}
