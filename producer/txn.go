@@ -76,7 +76,8 @@ type TxnOptions struct {
 // and sends InitProducerId, retrying while the coordinator is loading or
 // still aborting a transaction the previous holder of the id left open
 // (CONCURRENT_TRANSACTIONS). When it returns, every earlier writer of the
-// id is fenced and its transactions are settled. ctx bounds the set-up.
+// id is fenced and its transactions are settled. ctx and
+// Config.DeliveryTimeout bound the set-up.
 func NewTxnWriter(ctx context.Context, cfg Config, o TxnOptions) (*TxnWriter, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -103,6 +104,8 @@ func NewTxnWriter(ctx context.Context, cfg Config, o TxnOptions) (*TxnWriter, er
 		},
 	}
 	w.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: w.transport, Timeout: cfg.RequestTimeout}
+	ctx, cancel := context.WithTimeout(ctx, cfg.DeliveryTimeout)
+	defer cancel()
 	if err := w.init(ctx); err != nil {
 		w.transport.CloseIdleConnections()
 		return nil, err
@@ -137,7 +140,7 @@ func (w *TxnWriter) Session() (producerID int64, epoch int16) {
 
 // Produce writes recs to the writer's partition (Record.Partition is
 // ignored) in one committed transaction, and returns once the commit is
-// acknowledged. On error nothing is known of the transaction unless the
+// acknowledged, or with an error after Config.DeliveryTimeout at most. On error nothing is known of the transaction unless the
 // error is ErrFenced (then it is or will be aborted); the writer is broken.
 func (w *TxnWriter) Produce(ctx context.Context, recs []Record) error {
 	if w.broken != nil {
@@ -146,6 +149,8 @@ func (w *TxnWriter) Produce(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.DeliveryTimeout)
+	defer cancel()
 	if err := w.produce(ctx, recs); err != nil {
 		w.broken = err
 		w.abort()

@@ -32,10 +32,11 @@
 //     only writer of alerts.events partition p (same partition count as the
 //     telemetry topic; key = drone_id), each record carries the header
 //     nofly-outbox-id (the stream entry id), and on start, and after any produce
-//     error (whose outcome is unknown), the dispatcher closes its producer,
-//     which waits for every batch in flight, then reads the partition's last
-//     record and resumes after the id in its header. Nothing already there is
-//     sent again, nothing missing is skipped.
+//     error (whose outcome is unknown), the dispatcher drops its producer,
+//     starts a new one (which settles the old one's open transaction and
+//     fences any other writer of p), then reads the partition's last
+//     committed record and resumes after the id in its header. Nothing
+//     already there is sent again, nothing missing is skipped.
 //   - Run returns only after its producer is closed, so a Run started after
 //     another returned for the same partition sees everything the first wrote.
 //   - A webhook cursor moves past an entry only after a 2xx, or in the same
@@ -47,19 +48,20 @@
 //
 // # Limits
 //
-// Exactly-once into Kafka holds while at most one dispatcher runs partition p
-// at a time. Before each produce the Kafka output checks that the
-// partition's end offset is the one it expects (the end offset is the
-// partition's version); if another writer moved it (a zombie that lost the
-// partition and does not know yet, or the new owner), it re-reads the tail,
-// resumes after it and backs off. That check and the produce are not atomic,
-// so two dispatchers that send at the same moment both write that batch:
-// with two writers running flat out on one partition, 1-5% of events were
-// doubled in TestKafkaTwoWriters (without the check, every event would be).
-// A crashed process whose last produce request reached the broker but was not
-// yet appended when the new dispatcher read the tail may duplicate that batch
-// too (a window of the broker's request latency). Downstream readers dedup on
-// event_id, as DESIGN.md says.
+// Exactly-once into Kafka is for read_committed readers. Each batch is a
+// Kafka transaction under the partition's transactional id
+// (TransactionalID: "nofly-outbox:<topic>:<p>"), written by
+// producer.TxnWriter. A dispatcher that starts (or restarts after an error)
+// first initialises that id, which makes the broker abort what an earlier
+// writer left open and refuse that writer from then on (PRODUCER_FENCED),
+// and only then reads the committed tail. So a zombie dispatcher that lost
+// the partition and does not know yet, or a crashed process whose last
+// request is still on the wire, cannot append after the new owner read the
+// tail: two writers on one partition fence each other in turn and no event
+// is doubled (TestKafkaTwoWriters: 0 doubled, both fenced). A
+// read_uncommitted reader (kafka-go's Reader, Fetch) also sees the records
+// of aborted transactions; internal/committed reads as read_committed does,
+// and downstream readers can still dedup on event_id, as DESIGN.md says.
 //
 // Nobody trims the outbox stream yet; the dispatcher only reads it.
 //

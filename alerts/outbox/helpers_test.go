@@ -3,17 +3,17 @@ package outbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/internal/committed"
 )
 
 // testLogger logs warnings and errors only, so test output stays readable.
@@ -52,51 +52,29 @@ func appendEvents(ctx context.Context, rdb redis.UniversalClient, k keys, from, 
 	return ids, nil
 }
 
-// partitionRecords reads every record of topic/partition, up to the high
-// watermark.
+// partitionRecords reads every committed record of topic/partition, up to
+// the last stable offset, as a read_committed consumer sees them.
 func partitionRecords(ctx context.Context, brokers []string, topic string, partition int) ([]kafka.Record, error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: tr}
-	var out []kafka.Record
-	offset := int64(0)
-	for {
-		res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: offset,
-			MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond})
-		if err != nil {
-			return nil, err
-		}
-		if res.Error != nil {
-			return nil, res.Error
-		}
-		if offset >= res.HighWatermark {
-			return out, nil
-		}
-		for {
-			r, err := res.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			if r.Offset < offset {
-				continue
-			}
-			val, err := io.ReadAll(r.Value)
-			if err != nil {
-				return nil, err
-			}
-			var key []byte
-			if r.Key != nil {
-				if key, err = io.ReadAll(r.Key); err != nil {
-					return nil, err
-				}
-			}
-			out = append(out, kafka.Record{Offset: r.Offset, Key: kafka.NewBytes(key), Value: kafka.NewBytes(val), Headers: r.Headers})
-			offset = r.Offset + 1
-		}
+	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
+	start, stable, err := r.Offsets(ctx, partition)
+	if err != nil {
+		return nil, err
 	}
+	recs, err := r.Read(ctx, partition, start, stable)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kafka.Record, len(recs))
+	for i, rec := range recs {
+		var key kafka.Bytes
+		if rec.Key != nil {
+			key = kafka.NewBytes(rec.Key)
+		}
+		out[i] = kafka.Record{Offset: rec.Offset, Key: key, Value: kafka.NewBytes(rec.Value), Headers: rec.Headers}
+	}
+	return out, nil
 }
 
 func header(r kafka.Record, key string) string {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -24,128 +24,76 @@ const (
 // kafkaOutputName names the Kafka output in metrics and Redis keys.
 const kafkaOutputName = "kafka"
 
-// Producer is what the Kafka output needs of producer.Producer: Produce
-// returns once every record is acknowledged, and Close waits for every batch
-// in flight, so that after it returns the topic's tail is final.
+// Producer is what the Kafka output needs of producer.TxnWriter: Produce
+// returns once the records are committed, and after an error the producer
+// is dropped and a new one made, whose start settles the old one's work.
 type Producer interface {
 	Produce(ctx context.Context, recs []producer.Record) error
 	Close(ctx context.Context) error
 }
 
-// TailReader reads the end of a partition of alerts.events.
+// TailReader reads the committed end of a partition of alerts.events.
 type TailReader interface {
-	// Tail reads the partition's last record.
+	// Tail reads the partition's last committed record.
 	Tail(ctx context.Context, partition int) (Tail, error)
-	// EndOffset returns the partition's high watermark. The Kafka output
-	// checks it before each produce: the end offset is the version of the
-	// partition, and one it did not expect means another writer (a zombie
-	// dispatcher, a new owner) appended, so it re-reads the tail instead
-	// of sending what may already be there.
-	EndOffset(ctx context.Context, partition int) (int64, error)
 }
 
-// Tail describes the end of a partition.
+// Tail describes the committed end of a partition.
 type Tail struct {
-	// End is the high watermark: the offset the next record will get.
+	// Start is the log start offset: above 0 once retention deleted records.
+	Start int64
+	// End is the last stable offset: below it every transaction is decided.
 	End int64
-	// Found reports whether the last record (offset End-1) could be read;
-	// false when the partition is empty or retention deleted every record.
+	// Found reports whether a committed record is left; false when the
+	// partition holds none (never written, only aborted writes, or
+	// retention deleted them).
 	Found bool
-	// Headers of the last record, when Found.
+	// Offset and Headers of the last committed record, when Found.
+	Offset  int64
 	Headers []producer.Header
 }
 
 // KafkaOutput is the Kafka side of a Dispatcher: a producer per running
-// partition and a reader of the partition's last record.
+// partition and a reader of the partition's committed tail.
 type KafkaOutput struct {
-	// NewProducer returns a producer of alerts.events. It is called when a
-	// partition starts and again after each produce error (the old one is
-	// closed first).
-	NewProducer func(ctx context.Context) (Producer, error)
-	// Tail reads the last record of a partition of alerts.events.
+	// NewProducer returns a writer of partition p of alerts.events. It is
+	// called when the partition starts and again after each produce error
+	// (the old one is closed first). The Kafka output reads the tail only
+	// after it returned, so the producer must fence earlier writers of p
+	// before it returns, as producer.NewTxnWriter does.
+	NewProducer func(ctx context.Context, partition int) (Producer, error)
+	// Tail reads the last committed record of a partition of alerts.events.
 	Tail TailReader
 }
 
-// NewKafkaOutput writes to topic through our idempotent producer. cfg's
-// Brokers and Topic are set from the arguments; its Linger defaults to none
-// (the dispatcher hands a whole batch to each Produce and waits for it).
+// TransactionalID is the transactional id of the writer of partition p of
+// topic: one per partition, so that a new owner fences the old one.
+func TransactionalID(topic string, partition int) string {
+	return "nofly-outbox:" + topic + ":" + strconv.Itoa(partition)
+}
+
+// NewKafkaOutput writes to topic through producer.TxnWriter, one
+// transaction per batch under TransactionalID(topic, p). cfg's Brokers and
+// Topic are set from the arguments.
 func NewKafkaOutput(brokers []string, topic string, cfg producer.Config) *KafkaOutput {
 	cfg.Brokers, cfg.Topic = brokers, topic
-	if cfg.Linger == 0 {
-		cfg.Linger = -1
-	}
 	return &KafkaOutput{
-		NewProducer: func(ctx context.Context) (Producer, error) {
-			return producer.New(ctx, cfg)
+		NewProducer: func(ctx context.Context, partition int) (Producer, error) {
+			return producer.NewTxnWriter(ctx, cfg, producer.TxnOptions{
+				Partition: partition, TransactionalID: TransactionalID(topic, partition),
+			})
 		},
 		Tail: &KafkaTail{Brokers: brokers, Topic: topic},
 	}
 }
 
-// KafkaTail reads the last record of a partition with kafka-go's Client:
-// ListOffsets for the high watermark, then a Fetch at End-1.
+// KafkaTail reads the last committed record of a partition, as a
+// read_committed consumer sees the partition (internal/committed).
 type KafkaTail struct {
 	Brokers []string
 	Topic   string
 	// Timeout bounds each request. Default 10s.
 	Timeout time.Duration
-
-	mu sync.Mutex
-	tr *kafka.Transport // EndOffset's pooled connections
-}
-
-func (k *KafkaTail) client(tr *kafka.Transport) *kafka.Client {
-	timeout := k.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: timeout, Transport: tr}
-}
-
-func (k *KafkaTail) offsets(ctx context.Context, c *kafka.Client, partition int) (kafka.PartitionOffsets, error) {
-	res, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{k.Topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)}},
-	})
-	if err != nil {
-		return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, err)
-	}
-	for _, po := range res.Topics[k.Topic] {
-		if po.Partition != partition {
-			continue
-		}
-		if po.Error != nil {
-			return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: %w", k.Topic, partition, po.Error)
-		}
-		return po, nil
-	}
-	return kafka.PartitionOffsets{}, fmt.Errorf("outbox: list offsets of %s/%d: partition not in the answer", k.Topic, partition)
-}
-
-// EndOffset implements TailReader, on pooled connections that are dropped
-// after an error (they may be stale after a broker restart).
-func (k *KafkaTail) EndOffset(ctx context.Context, partition int) (int64, error) {
-	k.mu.Lock()
-	if k.tr == nil {
-		k.tr = &kafka.Transport{}
-	}
-	tr := k.tr
-	k.mu.Unlock()
-	po, err := k.offsets(ctx, k.client(tr), partition)
-	if err != nil {
-		tr.CloseIdleConnections()
-		return 0, err
-	}
-	return po.LastOffset, nil
-}
-
-// CloseIdleConnections drops EndOffset's pooled connections; the Kafka
-// output calls it when it stops.
-func (k *KafkaTail) CloseIdleConnections() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.tr != nil {
-		k.tr.CloseIdleConnections()
-	}
 }
 
 // Tail implements TailReader. It uses a fresh transport each call (called
@@ -154,50 +102,17 @@ func (k *KafkaTail) CloseIdleConnections() {
 func (k *KafkaTail) Tail(ctx context.Context, partition int) (Tail, error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	c := k.client(tr)
-	po, err := k.offsets(ctx, c, partition)
+	r := &committed.Reader{Addr: kafka.TCP(k.Brokers...), Topic: k.Topic, Transport: tr, Timeout: k.Timeout}
+	last, ok, start, stable, err := r.Last(ctx, partition)
 	if err != nil {
-		return Tail{}, err
+		return Tail{}, fmt.Errorf("outbox: read the tail of %s/%d: %w", k.Topic, partition, err)
 	}
-	t := Tail{End: po.LastOffset}
-	if po.LastOffset <= po.FirstOffset {
-		return t, nil // empty, or every record deleted
-	}
-	fr, err := c.Fetch(ctx, &kafka.FetchRequest{
-		Topic: k.Topic, Partition: partition, Offset: po.LastOffset - 1,
-		MinBytes: 1, MaxBytes: 4 << 20, MaxWait: 500 * time.Millisecond,
-	})
-	if err != nil {
-		return Tail{}, fmt.Errorf("outbox: fetch %s/%d@%d: %w", k.Topic, partition, po.LastOffset-1, err)
-	}
-	if fr.Error != nil {
-		return Tail{}, fmt.Errorf("outbox: fetch %s/%d@%d: %w", k.Topic, partition, po.LastOffset-1, fr.Error)
-	}
-	if fr.Records == nil {
-		return Tail{}, fmt.Errorf("outbox: fetch %s/%d@%d: no records", k.Topic, partition, po.LastOffset-1)
-	}
-	// The answer starts at the batch holding End-1; the last record read is
-	// the partition's last (later ones, if any, are later still).
-	var last *kafka.Record
-	for {
-		r, err := fr.Records.ReadRecord()
-		if errors.Is(err, io.EOF) {
-			break
+	t := Tail{Start: start, End: stable, Found: ok}
+	if ok {
+		t.Offset = last.Offset
+		for _, h := range last.Headers {
+			t.Headers = append(t.Headers, producer.Header{Key: h.Key, Value: h.Value})
 		}
-		if err != nil {
-			return Tail{}, fmt.Errorf("outbox: read %s/%d@%d: %w", k.Topic, partition, po.LastOffset-1, err)
-		}
-		if r.Offset >= po.LastOffset-1 && (last == nil || r.Offset > last.Offset) {
-			last = r
-		}
-	}
-	if last == nil {
-		return Tail{}, fmt.Errorf("outbox: fetch %s/%d@%d: the last record was not returned", k.Topic, partition, po.LastOffset-1)
-	}
-	t.Found = true
-	t.End = max(t.End, last.Offset+1)
-	for _, h := range last.Headers {
-		t.Headers = append(t.Headers, producer.Header{Key: h.Key, Value: h.Value})
 	}
 	return t, nil
 }
@@ -208,19 +123,10 @@ func (k *KafkaTail) Tail(ctx context.Context, partition int) (Tail, error) {
 // retries, logging this error) rather than guess.
 var ErrNoOutboxID = errors.New("outbox: last record of the partition has no " + HeaderOutboxID + " header")
 
-// ErrOtherWriter: the partition's end offset moved without this output
-// writing: another dispatcher runs the same partition. The output re-reads
-// the tail and goes on from there.
-var ErrOtherWriter = errors.New("outbox: another writer appended to the alerts.events partition")
-
-// resumeID reads where the Kafka output of partition p resumes: after the
-// outbox id of the partition's last record; after the Redis cursor when
-// retention emptied the partition; from the start when it never held a record.
-func (o *output) resumeID(ctx context.Context) (string, int64, error) {
-	id, t, err := o.resumeAfter(ctx)
-	return id, t.End, err
-}
-
+// resumeAfter reads where the Kafka output of partition p resumes: after
+// the outbox id of the partition's last committed record; after the Redis
+// cursor when retention emptied the partition; from the start when it never
+// held a committed record.
 func (o *output) resumeAfter(ctx context.Context) (string, Tail, error) {
 	t, err := o.kafka.Tail.Tail(ctx, o.partition)
 	if err != nil {
@@ -231,45 +137,46 @@ func (o *output) resumeAfter(ctx context.Context) (string, Tail, error) {
 			if h.Key == HeaderOutboxID {
 				id := string(h.Value)
 				if _, _, err := parseID(id); err != nil {
-					return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, err)
+					return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.Offset, err)
 				}
 				return id, t, nil
 			}
 		}
-		return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.End-1, ErrNoOutboxID)
+		return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.Offset, ErrNoOutboxID)
 	}
-	if t.End == 0 {
-		return startID, t, nil
+	if t.Start == 0 {
+		return startID, t, nil // nothing committed was ever deleted: none ever was
 	}
 	cur, err := o.rdb.Get(ctx, o.keys.cursor(o.name)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		o.log.Warn("alerts.events partition holds no record but had some, and no cursor in Redis: resending the whole outbox",
-			"end_offset", t.End)
+		o.log.Warn("alerts.events partition holds no committed record but retention deleted some, and no cursor in Redis: resending the whole outbox",
+			"log_start_offset", t.Start)
 		return startID, t, nil
 	case err != nil:
 		return "", t, fmt.Errorf("outbox: get kafka cursor: %w", err)
 	}
-	o.log.Warn("alerts.events partition holds no record but had some (retention?): resuming after the Redis cursor",
-		"end_offset", t.End, "cursor", cur)
+	o.log.Warn("alerts.events partition holds no committed record but retention deleted some: resuming after the Redis cursor",
+		"log_start_offset", t.Start, "cursor", cur)
 	return cur, t, nil
 }
 
 // runKafka drains the outbox into alerts.events partition p until ctx ends.
-// Any produce error leaves the batch's outcome unknown: the producer is
-// closed (waiting for what is in flight) and the tail read again.
+// Each batch is one transaction. Any produce error leaves the batch's
+// outcome unknown: the producer is dropped, and the next one's start
+// settles it (commits or aborts), fencing whoever else writes p, before the
+// committed tail is read again. Fenced means another dispatcher of p started
+// after this one (a new owner, or this one's zombie twin): back off and
+// start again; ownership settles with the consumer group, and whichever
+// writer starts last reads the committed tail first, so nothing is doubled.
 func (o *output) runKafka(ctx context.Context) {
 	var prod Producer
 	defer func() {
 		if prod != nil {
 			o.closeProducer(prod)
 		}
-		if c, ok := o.kafka.Tail.(interface{ CloseIdleConnections() }); ok {
-			c.CloseIdleConnections()
-		}
 	}()
 	var after string
-	var end int64 // the partition's end offset as this output expects it
 	synced := false
 	failures := 0
 	fail := func(msg string, err error) {
@@ -281,24 +188,24 @@ func (o *output) runKafka(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if prod == nil {
-			p, err := o.kafka.NewProducer(ctx)
+			p, err := o.kafka.NewProducer(ctx, o.partition)
 			if err != nil {
 				if ctx.Err() == nil {
 					fail("kafka output: new producer", err)
 				}
 				continue
 			}
-			prod = p
+			prod, synced = p, false
 		}
 		if !synced {
-			id, e, err := o.resumeID(ctx)
+			id, _, err := o.resumeAfter(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					fail("kafka output: read the tail of alerts.events", err)
 				}
 				continue
 			}
-			after, end, synced = id, e, true
+			after, synced = id, true
 			o.prog.restart(after)
 			// Catch the advisory cursor up (a crash may have come between an
 			// ack and its update).
@@ -318,31 +225,23 @@ func (o *output) runKafka(ctx context.Context) {
 		if len(entries) == 0 {
 			continue
 		}
-		if e, err := o.kafka.Tail.EndOffset(ctx, o.partition); err != nil || e != end {
+		if err := prod.Produce(ctx, o.records(entries)); err != nil {
+			o.closeProducer(prod)
+			prod = nil
 			if ctx.Err() != nil {
 				continue
 			}
-			if err == nil {
-				// Another writer appended: trust the tail, not our position.
-				err = fmt.Errorf("%w: end offset %d, expected %d", ErrOtherWriter, e, end)
-				synced = false
+			if errors.Is(err, producer.ErrFenced) {
+				o.m.fenced.Inc()
+				fail("kafka output: fenced by a newer writer of this partition of alerts.events", err)
+				continue
 			}
-			fail("kafka output: check the end offset of alerts.events", err)
-			continue
-		}
-		if err := prod.Produce(ctx, o.records(entries)); err != nil {
-			// Unknown outcome: settle what is in flight, then trust Kafka.
-			o.closeProducer(prod)
-			prod, synced = nil, false
-			if ctx.Err() == nil {
-				o.m.retries.Inc()
-				fail("kafka output: produce", err)
-			}
+			o.m.retries.Inc()
+			fail("kafka output: produce", err)
 			continue
 		}
 		failures = 0
 		after = entries[len(entries)-1].ID
-		end += int64(len(entries))
 		o.m.delivered.Add(float64(len(entries)))
 		o.prog.add(len(entries))
 		if err := advance(ctx, o.rdb, o.keys, o.name, after, nil); err != nil && ctx.Err() == nil {

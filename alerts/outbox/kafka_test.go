@@ -88,16 +88,16 @@ func TestKafkaExactlyOnce(t *testing.T) {
 			var crashed, failed atomic.Int64
 			var runCancel context.CancelFunc
 			var mu sync.Mutex
-			out := &KafkaOutput{Tail: real.Tail, NewProducer: func(ctx context.Context) (Producer, error) {
-				p, err := real.NewProducer(ctx)
+			out := &KafkaOutput{Tail: real.Tail, NewProducer: func(ctx context.Context, partition int) (Producer, error) {
+				p, err := real.NewProducer(ctx, partition)
 				if err != nil {
 					return nil, err
 				}
 				return &countingProducer{Producer: p, failed: &failed}, nil
 			}}
 			if tc.crash {
-				out.NewProducer = func(ctx context.Context) (Producer, error) {
-					p, err := real.NewProducer(ctx)
+				out.NewProducer = func(ctx context.Context, partition int) (Producer, error) {
+					p, err := real.NewProducer(ctx, partition)
 					if err != nil {
 						return nil, err
 					}

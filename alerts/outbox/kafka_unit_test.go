@@ -24,25 +24,20 @@ type fakeLog struct {
 	// records and then fail, as a lost connection would.
 	partial int
 	calls   int
-	// intrude, when set, runs once at the next EndOffset, before it
-	// answers: another writer appending.
+	// intrude, when set, runs once at the next Produce, which then fails
+	// with producer.ErrFenced: another writer started and appended.
 	intrude func(f *fakeLog)
-}
-
-func (f *fakeLog) EndOffset(context.Context, int) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.intrude != nil {
-		f.intrude(f)
-		f.intrude = nil
-	}
-	return int64(f.deleted + len(f.recs)), nil
 }
 
 func (f *fakeLog) Produce(_ context.Context, recs []producer.Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if f.intrude != nil {
+		f.intrude(f)
+		f.intrude = nil
+		return fmt.Errorf("test: %w", producer.ErrFenced)
+	}
 	if f.partial > 0 && len(recs) > f.partial {
 		f.recs = append(f.recs, recs[:f.partial]...)
 		f.partial = 0
@@ -57,9 +52,10 @@ func (f *fakeLog) Close(context.Context) error { return nil }
 func (f *fakeLog) Tail(_ context.Context, partition int) (Tail, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := Tail{End: int64(f.deleted + len(f.recs))}
+	t := Tail{Start: int64(f.deleted), End: int64(f.deleted + len(f.recs))}
 	if len(f.recs) > 0 {
 		t.Found = true
+		t.Offset = t.End - 1
 		t.Headers = f.recs[len(f.recs)-1].Headers
 	}
 	return t, nil
@@ -87,7 +83,7 @@ func outboxIDs(recs []producer.Record) []string {
 // partition: after the outbox id of the last record, from the start of an
 // empty partition, after the Redis cursor when retention emptied it, never
 // when the last record is not ours; and it re-reads the tail after a
-// produce that failed half-way.
+// produce that failed half-way or was fenced.
 func TestKafkaOutputResume(t *testing.T) {
 	const n = 30
 	cases := []struct {
@@ -109,7 +105,7 @@ func TestKafkaOutputResume(t *testing.T) {
 			f.partial = 7
 			return ids
 		}},
-		{"another writer appended: re-read the tail, do not resend", func(t *testing.T, f *fakeLog, ids []string, _ func(string)) []string {
+		{"fenced by another writer that appended: re-read the tail, do not resend", func(t *testing.T, f *fakeLog, ids []string, _ func(string)) []string {
 			f.intrude = func(f *fakeLog) {
 				o := &output{partition: 0}
 				f.recs = append(f.recs, o.records(entriesOf(ids[:15]))...)
@@ -142,7 +138,7 @@ func TestKafkaOutputResume(t *testing.T) {
 			f := &fakeLog{}
 			want := tc.setup(t, f, ids, func(id string) { rdb.Set(ctx, k.cursor(kafkaOutputName), id, 0) })
 			before := len(f.recs)
-			d, err := NewDispatcher(cfg, rdb, &KafkaOutput{NewProducer: func(context.Context) (Producer, error) { return f, nil }, Tail: f})
+			d, err := NewDispatcher(cfg, rdb, &KafkaOutput{NewProducer: func(context.Context, int) (Producer, error) { return f, nil }, Tail: f})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ type metrics struct {
 	retries     *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	errors      *prometheus.CounterVec
+	fenced      *prometheus.CounterVec
 	lag         *prometheus.GaugeVec
 }
 
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "nofly", Subsystem: "outbox", Name: "errors_total",
 			Help: "Failed operations of an output (produce, Redis, tail read) that it backs off from and retries.",
 		}, labels),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "fenced_total",
+			Help: "Kafka batches refused because a newer writer of the partition started (PRODUCER_FENCED): another dispatcher runs it.",
+		}, labels),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "nofly", Subsystem: "outbox", Name: "lag_entries",
 			Help: "Outbox entries appended but not yet delivered (or dead-lettered) by the output.",
@@ -54,6 +59,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.errors, err = register(reg, m.errors); err != nil {
+		return nil, err
+	}
+	if m.fenced, err = register(reg, m.fenced); err != nil {
 		return nil, err
 	}
 	if m.lag, err = register(reg, m.lag); err != nil {
@@ -81,8 +89,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 // outputMetrics are one output's children of the vectors.
 type outputMetrics struct {
-	delivered, retries, deadLetters, errors prometheus.Counter
-	lag                                     prometheus.Gauge
+	delivered, retries, deadLetters, errors, fenced prometheus.Counter
+	lag                                             prometheus.Gauge
 }
 
 func (m *metrics) output(partition, output string) outputMetrics {
@@ -91,6 +99,7 @@ func (m *metrics) output(partition, output string) outputMetrics {
 		retries:     m.retries.WithLabelValues(partition, output),
 		deadLetters: m.deadLetters.WithLabelValues(partition, output),
 		errors:      m.errors.WithLabelValues(partition, output),
+		fenced:      m.fenced.WithLabelValues(partition, output),
 		lag:         m.lag.WithLabelValues(partition, output),
 	}
 }

@@ -79,9 +79,9 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	if err := kp.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Down until the output has failed a few times (a produce in flight
-	// fails after DeliveryTimeout, 3 s; the end-offset check before the
-	// next produce fails at once).
+	// Down until the output has failed a few times (a produce in flight,
+	// and each new transactional writer's start, fail after
+	// DeliveryTimeout, 3 s).
 	testenv.CheckFor(t, 60*time.Second, func() error {
 		if metricValue(t, reg, "nofly_outbox_errors_total", "0", kafkaOutputName) < 3 {
 			return errors.New("the kafka output has not failed 3 times yet")

@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/alerts/outbox"
+	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -44,54 +45,32 @@ type eventRecord struct {
 	value     []byte
 }
 
-// eventsTopic reads every record of every partition of the events topic,
-// up to the high watermark.
+// eventsTopic reads every committed record of every partition of the
+// events topic, up to the last stable offset, as a read_committed consumer
+// sees them (kafka-go's Fetch would also return aborted writes).
 func (p *pipeline) eventsTopic(ctx context.Context) ([]eventRecord, error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(p.brokers...), Timeout: 10 * time.Second, Transport: tr}
+	r := &committed.Reader{Addr: kafka.TCP(p.brokers...), Topic: p.events, Transport: tr}
 	var out []eventRecord
 	for part := 0; part < p.partitions; part++ {
-		offset := int64(0)
-		for {
-			res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: p.events, Partition: part, Offset: offset,
-				MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond})
-			if err != nil {
-				return nil, fmt.Errorf("fetch %s/%d@%d: %w", p.events, part, offset, err)
+		start, stable, err := r.Offsets(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := r.Read(ctx, part, start, stable)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			er := eventRecord{partition: part, offset: rec.Offset, value: rec.Value}
+			if v, ok := rec.Header(outbox.HeaderOutboxID); ok {
+				er.outboxID = string(v)
 			}
-			if res.Error != nil {
-				return nil, fmt.Errorf("fetch %s/%d@%d: %w", p.events, part, offset, res.Error)
+			if v, ok := rec.Header(outbox.HeaderEventID); ok {
+				er.eventID = string(v)
 			}
-			if offset >= res.HighWatermark {
-				break
-			}
-			for {
-				r, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("read %s/%d: %w", p.events, part, err)
-				}
-				if r.Offset < offset {
-					continue
-				}
-				val, err := io.ReadAll(r.Value)
-				if err != nil {
-					return nil, err
-				}
-				er := eventRecord{partition: part, offset: r.Offset, value: val}
-				for _, h := range r.Headers {
-					switch h.Key {
-					case outbox.HeaderOutboxID:
-						er.outboxID = string(h.Value)
-					case outbox.HeaderEventID:
-						er.eventID = string(h.Value)
-					}
-				}
-				out = append(out, er)
-				offset = r.Offset + 1
-			}
+			out = append(out, er)
 		}
 	}
 	return out, nil
