@@ -57,6 +57,7 @@ type TxnWriter struct {
 	sess      batchSession
 	seq       int32
 	broken    error
+	retries   int // transaction requests repeated (Stats)
 }
 
 // TxnOptions are what a TxnWriter adds to Config.
@@ -286,6 +287,7 @@ func (w *TxnWriter) retry(ctx context.Context, what string, op func(context.Cont
 		if errors.Is(werr, ErrFenced) || errors.Is(werr, ErrRejected) {
 			return werr
 		}
+		w.retries++
 		w.log.Debug("transaction request failed, retrying", "request", what, "attempt", attempt, "error", err)
 		d := backoff(w.cfg.RetryBackoff, w.cfg.RetryBackoffMax, attempt)
 		if errors.Is(err, codeConcurrentTxns) {
