@@ -8,8 +8,10 @@
 // simulated fleet across real airports (the embedded default zone set,
 // testdata/zones/airports.geojson) through ingest's HTTP API with a share of
 // records sent twice, and prints every alarm as the alerter writes it to the
-// outbox. At the end it checks the promise: no event twice, and the live
-// events equal what `alerter replay` computes from the records that were sent.
+// outbox. At the end it checks the promise: no event twice, the live events
+// equal what `alerter replay` computes from the records that were sent, and
+// the run's alerts.events topic, read as a read_committed consumer reads it,
+// holds every outbox event exactly once.
 package main
 
 import (
@@ -37,6 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/internal/fleet"
 )
 
@@ -104,6 +107,7 @@ func run(ctx context.Context, c config) error {
 
 	runID := "demo-" + strconv.FormatInt(time.Now().Unix(), 36)
 	topic := runID + ".telemetry.positions"
+	eventsTopic := runID + ".alerts.events"
 	ingestAddr, alerterAddr := freeAddr(), freeAddr()
 	common := []string{"NOFLY_KAFKA_BROKERS=" + c.brokers, "NOFLY_TELEMETRY_TOPIC=" + topic,
 		"NOFLY_TELEMETRY_PARTITIONS=" + strconv.Itoa(c.partitions), "NOFLY_LOG_LEVEL=warn"}
@@ -111,6 +115,7 @@ func run(ctx context.Context, c config) error {
 	defer ingest.stop()
 	alerter := start(ctx, tmp+"/alerter", nil, append(common, "NOFLY_REDIS_ADDR="+c.redis,
 		"NOFLY_REDIS_PREFIX="+runID, "NOFLY_ALERTER_GROUP="+runID, "NOFLY_ZONES="+c.zones,
+		"NOFLY_EVENTS_TOPIC="+eventsTopic,
 		"NOFLY_ALERTER_HTTP="+alerterAddr), tmp+"/alerter.log")
 	defer alerter.stop()
 
@@ -121,12 +126,12 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	say("ingest  http://%s   (POST /v1/telemetry, /metrics, /openapi.yaml)", ingestAddr)
-	say("alerter http://%s   (/metrics, /healthz); topic %s, Redis prefix %s", alerterAddr, topic, runID)
+	say("alerter http://%s   (/metrics, /healthz); topics %s and %s, Redis prefix %s", alerterAddr, topic, eventsTopic, runID)
 
 	rdb := redis.NewClient(&redis.Options{Addr: c.redis})
 	defer rdb.Close()
 	if !c.keep {
-		defer cleanup(rdb, c.brokers, runID, topic)
+		defer cleanup(rdb, c.brokers, runID, topic, eventsTopic)
 	}
 	events := make(chan event, 1024)
 	tailCtx, stopTail := context.WithCancel(ctx)
@@ -174,7 +179,61 @@ func run(ctx context.Context, c config) error {
 		}
 		replayed = append(replayed, e)
 	}
-	return verdict(live, replayed)
+	if err := verdict(live, replayed); err != nil {
+		return err
+	}
+	say("reading %s as a read_committed consumer does", eventsTopic)
+	return checkEventsTopic(ctx, c.brokers, eventsTopic, c.partitions, live)
+}
+
+// checkEventsTopic waits (up to a minute) until the events topic holds as
+// many committed events as the outbox, then checks it holds each outbox
+// event exactly once.
+func checkEventsTopic(ctx context.Context, brokers, topic string, partitions int, live []event) error {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	r := &committed.Reader{Addr: kafka.TCP(strings.Split(brokers, ",")...), Topic: topic, Transport: tr}
+	var ids map[string]int
+	n := 0
+	for deadline := time.Now().Add(time.Minute); ; {
+		ids, n = map[string]int{}, 0
+		for p := range partitions {
+			start, stable, err := r.Offsets(ctx, p)
+			if err != nil {
+				return err
+			}
+			recs, err := r.Read(ctx, p, start, stable)
+			if err != nil {
+				return err
+			}
+			for _, rec := range recs {
+				id, _ := rec.Header("nofly-event-id")
+				ids[string(id)]++
+				n++
+			}
+		}
+		if n >= len(live) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	dups, missing := 0, 0
+	for _, k := range ids {
+		if k > 1 {
+			dups++
+		}
+	}
+	for _, e := range live {
+		if ids[e.EventID] == 0 {
+			missing++
+		}
+	}
+	fmt.Printf("%s: %d committed events; duplicates: %d   missing: %d\n", topic, n, dups, missing)
+	if dups+missing > 0 || n != len(live) {
+		return fmt.Errorf("%s does not hold the outbox's %d events exactly once", topic, len(live))
+	}
+	say("alerts.events holds every event exactly once")
+	return nil
 }
 
 type event struct {
@@ -431,8 +490,8 @@ func verdict(live, replayed []event) error {
 	return nil
 }
 
-// cleanup deletes the demo's Redis keys and topic.
-func cleanup(rdb *redis.Client, brokers, prefix, topic string) {
+// cleanup deletes the demo's Redis keys and topics.
+func cleanup(rdb *redis.Client, brokers, prefix string, topics ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
@@ -444,7 +503,7 @@ func cleanup(rdb *redis.Client, brokers, prefix, topic string) {
 		rdb.Del(ctx, keys[i:min(i+500, len(keys))]...)
 	}
 	client := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 10 * time.Second}
-	_, _ = client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+	_, _ = client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
 }
 
 type proc struct {
