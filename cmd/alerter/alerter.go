@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +35,15 @@ type Alerter struct {
 	running  atomic.Int32 // partitions running now
 	joined   atomic.Bool
 	done     atomic.Int64 // records committed (applied, duplicate, invalid or skipped)
+	// faults is test-only fault injection (faults.go), nil unless
+	// NOFLY_FAULT_STOP_BEFORE_COMMIT is set.
+	faults *faults
 }
 
 // NewAlerter returns an alerter over store with the zone holder zones,
 // without outbox dispatch (see withDispatch).
 func NewAlerter(cfg Config, store dedup.Store, zones *geofence.Current, m *metrics, log *slog.Logger) *Alerter {
-	return &Alerter{cfg: cfg, log: log, store: store, zones: zones, m: m}
+	return &Alerter{cfg: cfg, log: log, store: store, zones: zones, m: m, faults: faultsFromEnv(os.Getenv, log)}
 }
 
 // withDispatch makes the alerter run d for each partition it owns; nil
@@ -222,7 +226,6 @@ func (a *Alerter) runPartition(ctx context.Context, oc *offsetCommitter, partiti
 			return
 		}
 		if errors.Is(err, dedup.ErrFenced) {
-			a.m.fenced.Inc()
 			log.Warn("fenced: another alerter owns the partition; stopping until the next assignment", "err", err)
 			return
 		}
@@ -326,11 +329,16 @@ func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition in
 // partition goroutine (and so the rejoin) waits for its outcome, so the
 // next owner loads after it.
 func (a *Alerter) commit(ctx context.Context, oc *offsetCommitter, partition int, out *alerts.Outcome, began time.Time, log *slog.Logger) error {
+	a.faults.beforeCommit(out.Expected, log) // before the timeout starts
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	res, err := a.store.Commit(cctx, partition, out.Expected, out.Batch)
 	cancel()
 	if err != nil {
-		if !errors.Is(err, dedup.ErrFenced) {
+		// Counted here, not where the partition loop stops: a refused
+		// commit whose generation ended meanwhile counts too.
+		if errors.Is(err, dedup.ErrFenced) {
+			a.m.fenced.Inc()
+		} else {
 			a.m.commitErrs.Inc()
 		}
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -49,6 +50,10 @@ func alerterBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// The test-only fault point (faults.go) is for the one subprocess a
+	// test sets it on (startProc's env): never for this process's
+	// in-process alerters, nor inherited by the other subprocesses.
+	os.Unsetenv(faultStopBeforeCommitEnv)
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -66,8 +71,9 @@ type proc struct {
 	logPath string
 }
 
-// startProc starts the alerter binary with cfg in its environment.
-func (p *pipeline) startProc(name string, cfg Config) *proc {
+// startProc starts the alerter binary with cfg in its environment, and
+// extra (KEY=value) after it.
+func (p *pipeline) startProc(name string, cfg Config, extra ...string) *proc {
 	t := p.t
 	port := testenv.FreePort(t)
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(port)
@@ -90,6 +96,7 @@ func (p *pipeline) startProc(name string, cfg Config) *proc {
 		"NOFLY_WEBHOOK_MAX_ATTEMPTS="+strconv.Itoa(cfg.WebhookMaxAttempts),
 		"NOFLY_WEBHOOK_TIMEOUT="+cfg.WebhookTimeout.String(),
 	)
+	env = append(env, extra...)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
@@ -138,6 +145,91 @@ func (pr *proc) stop() {
 	}
 }
 
+// state is the process's state letter from /proc/<pid>/stat (R, S, T for
+// stopped, ...).
+func (pr *proc) state() (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pr.cmd.Process.Pid))
+	if err != nil {
+		return "", err
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(strings.Fields(s[i+1:])) == 0 {
+		return "", fmt.Errorf("unexpected /proc stat %q", s)
+	}
+	return strings.Fields(s[i+1:])[0], nil
+}
+
+// waitStopped waits until the process is stopped (state T), and fails the
+// test if it exits or does not stop within timeout.
+func (pr *proc) waitStopped(timeout time.Duration) {
+	pr.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-pr.done:
+			pr.t.Fatalf("%s exited before it stopped; log:\n%s", pr.name, pr.tail())
+		default:
+		}
+		st, err := pr.state()
+		if err == nil && st == "T" {
+			return
+		}
+		if time.Now().After(deadline) {
+			pr.t.Fatalf("%s not stopped after %v (state %q, %v); log:\n%s", pr.name, timeout, st, err, pr.tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logLines returns the process's JSON log lines whose msg starts with
+// prefix.
+func (pr *proc) logLines(prefix string) []map[string]any {
+	f, err := os.Open(pr.logPath)
+	if err != nil {
+		pr.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l map[string]any
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// faultStop is where the test-only fault point (faults.go) stopped a
+// process.
+type faultStop struct {
+	Partition  int
+	Generation int32
+	Expected   int64
+}
+
+// faultStop reads the fault point's log line of a stopped process.
+func (pr *proc) faultStop() faultStop {
+	pr.t.Helper()
+	ls := pr.logLines("fault injection: stopping the process")
+	if len(ls) != 1 {
+		pr.t.Fatalf("%s: %d fault-stop log lines, want 1; log:\n%s", pr.name, len(ls), pr.tail())
+	}
+	part, ok1 := ls[0]["partition"].(float64)
+	gen, ok2 := ls[0]["generation"].(float64)
+	exp, ok3 := ls[0]["expected"].(float64)
+	if !ok1 || !ok2 || !ok3 {
+		pr.t.Fatalf("%s: fault-stop log line without partition, generation or expected: %v", pr.name, ls[0])
+	}
+	return faultStop{Partition: int(part), Generation: int32(gen), Expected: int64(exp)}
+}
+
 func (pr *proc) tail() string {
 	b, _ := os.ReadFile(pr.logPath)
 	if len(b) > 4000 {
@@ -175,6 +267,25 @@ func (p *pipeline) appliedTotal() (int64, error) {
 		n += snap.Applied + 1
 	}
 	return n, nil
+}
+
+// storeState describes every partition's version and outbox length: any
+// successful commit changes it (a commit always moves the version on).
+func (p *pipeline) storeState() (string, error) {
+	s := p.store()
+	var b strings.Builder
+	for part := 0; part < p.partitions; part++ {
+		snap, err := s.Load(context.Background(), part)
+		if err != nil {
+			return "", err
+		}
+		es, err := s.Outbox(context.Background(), part)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "p%d: applied %d, %d events; ", part, snap.Applied, len(es))
+	}
+	return b.String(), nil
 }
 
 // waitApplied polls often (a kill must land mid-stream) until at least n

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"syscall"
@@ -139,37 +140,49 @@ func TestRebalanceProof(t *testing.T) {
 	a.stop()
 }
 
-// TestZombieProof: an alerter frozen with SIGSTOP until its partitions
-// moved to another, then resumed with fetched records in hand: its commits
-// are refused (fenced) and no event is duplicated.
+// TestZombieProof: an alerter frozen with a batch applied and its commit
+// not yet sent, until its partitions moved to another alerter (the heir)
+// and their versions moved on, then resumed: that commit is refused
+// (fenced), the zombie writes nothing more (it stops the partition, and
+// after it rejoined it reloads from Redis), and no event is duplicated.
+//
+// The freeze is the test-only fault point of faults.go: the zombie stops
+// itself (SIGSTOP) just before its zombieStopAt-th batch commit, so the
+// stale commit is sent on every run, whatever the timing of its heartbeat.
 func TestZombieProof(t *testing.T) {
 	t.Parallel()
+	const zombieStopAt = 40 // commits of up to 200 records: about 8000 of the 52000 records
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	p := newPipeline(t, brokers, raddr, 6)
 	cfg := p.config()
 	alerterBinary(t)
-	// All records up front and small batches: the zombie is busy, one
-	// batch committing and the next applied and queued, when it is frozen;
-	// when it resumes it sends the queued batch before its heartbeat ends
-	// the generation (timing decides how often; the refusal itself is
-	// proven deterministically by TestStoreContract and
-	// TestEngineRestartEquivalence).
 	p.produce(sc.Records)
-	produced := closed()
-	zcfg := cfg
-	zcfg.Batch = 20
-	zombie := p.startProc("zombie", zcfg)
-	p.waitApplied(8000, 90*time.Second)
-	zombie.signal(syscall.SIGSTOP)
-	frozenAt, _ := p.appliedTotal()
-	if frozenAt >= int64(len(sc.Records))-5000 {
-		t.Fatalf("zombie frozen at %d of %d records: too late to matter", frozenAt, len(sc.Records))
+	total := int64(len(sc.Records))
+	// startProc's cleanup kills (SIGCONT, SIGKILL) both if the test fails.
+	zombie := p.startProc("zombie", cfg, fmt.Sprintf("%s=%d", faultStopBeforeCommitEnv, zombieStopAt))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("zombie log:\n%s", zombie.tail())
+		}
+	})
+	zombie.waitStopped(90 * time.Second)
+	stop := zombie.faultStop()
+	frozenAt, err := p.appliedTotal()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if frozenAt == 0 || frozenAt >= total-5000 {
+		t.Fatalf("zombie frozen at %d of %d records: want some applied and at least 5000 to go", frozenAt, total)
+	}
+	t.Logf("zombie stopped itself before commit %d (partition %d, generation %d, expected version %d) at %d of %d records applied",
+		zombieStopAt, stop.Partition, stop.Generation, stop.Expected, frozenAt, total)
+
 	heir := p.startProc("heir", cfg)
 	// The heir gets every partition once the zombie's session expired, and
-	// moves the version on.
+	// applies the rest of the stream: every partition's version moves past
+	// the one the zombie's batches name.
 	testenv.CheckFor(t, 90*time.Second, func() error {
 		n, err := heir.metric("nofly_alerter_assigned_partitions")
 		if err == nil && n != float64(p.partitions) {
@@ -177,13 +190,76 @@ func TestZombieProof(t *testing.T) {
 		}
 		return err
 	})
-	p.waitApplied(frozenAt+3000, 90*time.Second)
+	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
+	if snap, err := p.store().Load(context.Background(), stop.Partition); err != nil || snap.Applied <= stop.Expected {
+		t.Fatalf("partition %d at version %d (%v): the heir did not move it past the zombie's %d", stop.Partition, snap.Applied, err, stop.Expected)
+	}
+	before, err := p.storeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	zombie.signal(syscall.SIGCONT)
-	t.Logf("zombie frozen at %d records applied, resumed after the heir took over", frozenAt)
-	p.finish(want, produced)
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		n, err := zombie.metric("nofly_alerter_commits_fenced_total")
+		if err == nil && n < 1 {
+			err = fmt.Errorf("zombie: %v fenced commits", n)
+		}
+		return err
+	})
+	// The zombie's generation ends; it rejoins (after its old partition
+	// goroutines returned) and shares the partitions with the heir,
+	// loading them from Redis.
+	restarts := func() (started []map[string]any) {
+		for _, l := range zombie.logLines("partition started") {
+			if gen, _ := l["generation"].(float64); int32(gen) > stop.Generation {
+				started = append(started, l)
+			}
+		}
+		return started
+	}
+	testenv.CheckFor(t, 90*time.Second, func() error {
+		z, err := zombie.metric("nofly_alerter_assigned_partitions")
+		if err != nil {
+			return err
+		}
+		h, err := heir.metric("nofly_alerter_assigned_partitions")
+		if err != nil {
+			return err
+		}
+		if n := len(restarts()); z < 1 || z+h != float64(p.partitions) || float64(n) < z {
+			return fmt.Errorf("zombie owns %v partitions (%d restarted), heir %v", z, n, h)
+		}
+		return nil
+	})
 	fenced, err := zombie.metric("nofly_alerter_commits_fenced_total")
-	t.Logf("zombie's fenced commits: %v (%v)", fenced, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.storeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("Redis changed after the zombie resumed (nothing was left to apply):\nbefore %s\nafter  %s", before, after)
+	}
+	if fenced < 1 {
+		t.Errorf("zombie: %v fenced commits, want at least 1", fenced)
+	}
+	// Each partition the zombie runs again started from Redis's version.
+	restarted := restarts()
+	for _, l := range restarted {
+		part, _ := l["partition"].(float64)
+		snap, err := p.store().Load(context.Background(), int(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if applied, _ := l["applied"].(float64); int64(applied) != snap.Applied {
+			t.Errorf("zombie restarted partition %v from version %v, Redis has %d", part, applied, snap.Applied)
+		}
+	}
+	t.Logf("zombie resumed after the heir applied the whole stream: %v fenced commits, Redis unchanged, %d partitions restarted from Redis", fenced, len(restarted))
+	p.finish(want, closed())
 	zombie.stop()
 	heir.stop()
-	t.Logf("zombie log:\n%s", zombie.tail())
 }
