@@ -144,7 +144,9 @@ func TestRebalanceProof(t *testing.T) {
 // not yet sent, until its partitions moved to another alerter (the heir)
 // and their versions moved on, then resumed: that commit is refused
 // (fenced), the zombie writes nothing more (it stops the partition, and
-// after it rejoined it reloads from Redis), and no event is duplicated.
+// after it rejoined it reloads from Redis), and no event is duplicated,
+// neither in the outbox nor in alerts.events read committed (the zombie's
+// dispatchers, frozen with it, are fenced by the heir's transactional ids).
 //
 // The freeze is the test-only fault point of faults.go: the zombie stops
 // itself (SIGSTOP) just before its zombieStopAt-th batch commit, so the
@@ -155,7 +157,7 @@ func TestZombieProof(t *testing.T) {
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
-	p := newPipeline(t, brokers, raddr, 6)
+	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	cfg := p.config()
 	alerterBinary(t)
 	p.produce(sc.Records)
@@ -260,6 +262,12 @@ func TestZombieProof(t *testing.T) {
 	}
 	t.Logf("zombie resumed after the heir applied the whole stream: %v fenced commits, Redis unchanged, %d partitions restarted from Redis", fenced, len(restarted))
 	p.finish(want, closed())
+	// alerts.events too: the zombie's dispatchers were frozen with the rest
+	// of it, some perhaps mid-transaction; the heir's writers fenced them.
+	p.checkEventsTopic()
+	if n, err := zombie.metricSum("nofly_outbox_fenced_total"); err == nil {
+		t.Logf("zombie's Kafka batches refused by the broker (fenced): %v", n)
+	}
 	zombie.stop()
 	heir.stop()
 }
