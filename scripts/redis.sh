@@ -34,6 +34,9 @@ start() {
     die "something else answers on 127.0.0.1:$REDIS_PORT; stop it or set REDIS_PORT"
   fi
   mkdir -p "$REDIS_DIR"
+  # A server killed with SIGKILL leaves its pid file behind; the wait below
+  # must not read that dead pid as "the new server exited".
+  rm -f "$PIDFILE"
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$REDIS_DIR" \
     --appendonly yes --appendfsync always --save "" \
     --daemonize yes --pidfile "$PIDFILE" --logfile "$LOGFILE" \
@@ -45,7 +48,10 @@ start() {
       log "redis ready on 127.0.0.1:$REDIS_PORT (pid $(<"$PIDFILE"), AOF always, dir $REDIS_DIR)"
       return 0
     fi
-    pid_alive "$PIDFILE" "$PATTERN" || break
+    # The daemon writes its pid file a moment after the fork: give it 5 s.
+    if ((i > 25)) || [[ -s $PIDFILE ]]; then
+      pid_alive "$PIDFILE" "$PATTERN" || break
+    fi
     sleep 0.2
   done
   log "redis did not answer PING (it exited, or took over 180s); last log lines:"
