@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sync"
 	"time"
 
@@ -43,37 +44,12 @@ func (p *Producer) initProducerID(ctx context.Context) (batchSession, error) {
 func (p *Producer) initProducerIDAt(ctx context.Context, addr string) (batchSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
-	conn, err := p.cfg.Dial(ctx, "tcp", addr)
+	bc, err := dialBroker(ctx, p.cfg, addr)
 	if err != nil {
 		return batchSession{}, err
 	}
-	if p.cfg.TLS != nil {
-		conn = tls.Client(conn, p.cfg.TLS)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
-
-	pc := protocol.NewConn(conn, p.cfg.ClientID)
-	m, err := pc.RoundTrip(new(apiversions.Request))
-	if err != nil {
-		return batchSession{}, fmt.Errorf("api versions: %w", err)
-	}
-	av := m.(*apiversions.Response)
-	if av.ErrorCode != 0 {
-		return batchSession{}, fmt.Errorf("api versions: %w", kafka.Error(av.ErrorCode))
-	}
-	versions := make(map[protocol.ApiKey]int16, len(av.ApiKeys))
-	for _, k := range av.ApiKeys {
-		key := protocol.ApiKey(k.ApiKey)
-		versions[key] = key.SelectVersion(k.MinVersion, k.MaxVersion)
-	}
-	pc.SetVersions(versions)
-
-	m, err = pc.RoundTrip(&initproducerid.Request{
+	defer bc.close()
+	m, err := bc.roundTrip(ctx, &initproducerid.Request{
 		TransactionalID:      "", // null: idempotent, not transactional
 		TransactionTimeoutMs: math.MaxInt32,
 		ProducerID:           -1,
@@ -88,6 +64,54 @@ func (p *Producer) initProducerIDAt(ctx context.Context, addr string) (batchSess
 	}
 	return batchSession{producerID: res.ProducerID, epoch: res.ProducerEpoch}, nil
 }
+
+// brokerConn is one connection to one broker speaking kafka-go's protocol
+// package, API versions negotiated: for requests that must reach a given
+// broker without kafka-go's per-request routing.
+type brokerConn struct {
+	conn net.Conn
+	pc   *protocol.Conn
+}
+
+func dialBroker(ctx context.Context, cfg Config, addr string) (*brokerConn, error) {
+	conn, err := cfg.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TLS != nil {
+		conn = tls.Client(conn, cfg.TLS)
+	}
+	bc := &brokerConn{conn: conn, pc: protocol.NewConn(conn, cfg.ClientID)}
+	m, err := bc.roundTrip(ctx, new(apiversions.Request))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("api versions: %w", err)
+	}
+	av := m.(*apiversions.Response)
+	if av.ErrorCode != 0 {
+		conn.Close()
+		return nil, fmt.Errorf("api versions: %w", kafka.Error(av.ErrorCode))
+	}
+	versions := make(map[protocol.ApiKey]int16, len(av.ApiKeys))
+	for _, k := range av.ApiKeys {
+		key := protocol.ApiKey(k.ApiKey)
+		versions[key] = key.SelectVersion(k.MinVersion, k.MaxVersion)
+	}
+	bc.pc.SetVersions(versions)
+	return bc, nil
+}
+
+// roundTrip sends req and reads its answer, within ctx: its deadline, and
+// its cancellation, which unblocks the connection at once.
+func (bc *brokerConn) roundTrip(ctx context.Context, req protocol.Message) (protocol.Message, error) {
+	stop := context.AfterFunc(ctx, func() { bc.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	dl, _ := ctx.Deadline() // zero: none
+	bc.conn.SetDeadline(dl)
+	return bc.pc.RoundTrip(req)
+}
+
+func (bc *brokerConn) close() { bc.conn.Close() }
 
 // session is the producer id and epoch every batch carries, and the gate
 // that keeps batches from being sent while the epoch changes.

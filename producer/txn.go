@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/addpartitionstotxn"
+	"github.com/segmentio/kafka-go/protocol/endtxn"
 )
 
 // ErrFenced: a newer writer initialised the same transactional id, so the
@@ -57,7 +61,13 @@ type TxnWriter struct {
 	sess      batchSession
 	seq       int32
 	broken    error
-	retries   int // transaction requests repeated (Stats)
+	retries   int // transaction requests repeated
+
+	// coord is a connection to the id's transaction coordinator, kept
+	// across transactions: kafka-go's transport would look the coordinator
+	// up again before every AddPartitionsToTxn and EndTxn, two round trips
+	// of the five a transaction costs. Dropped on any error.
+	coord *brokerConn
 }
 
 // TxnOptions are what a TxnWriter adds to Config.
@@ -179,16 +189,18 @@ func (w *TxnWriter) produce(ctx context.Context, recs []Record) error {
 // addPartition opens the transaction on the writer's partition.
 func (w *TxnWriter) addPartition(ctx context.Context) error {
 	return w.retry(ctx, "add partition to transaction", func(ctx context.Context) error {
-		res, err := w.client.AddPartitionsToTxn(ctx, &kafka.AddPartitionsToTxnRequest{
-			TransactionalID: w.txnID, ProducerID: int(w.sess.producerID), ProducerEpoch: int(w.sess.epoch),
-			Topics: map[string][]kafka.AddPartitionToTxn{w.cfg.Topic: {{Partition: w.partition}}},
+		m, err := w.coordRoundTrip(ctx, &addpartitionstotxn.Request{
+			TransactionalID: w.txnID, ProducerID: w.sess.producerID, ProducerEpoch: w.sess.epoch,
+			Topics: []addpartitionstotxn.RequestTopic{{Name: w.cfg.Topic, Partitions: []int32{int32(w.partition)}}},
 		})
 		if err != nil {
 			return err
 		}
-		for _, p := range res.Topics[w.cfg.Topic] {
-			if p.Partition == w.partition {
-				return p.Error
+		for _, t := range m.(*addpartitionstotxn.Response).Results {
+			for _, p := range t.Results {
+				if t.Name == w.cfg.Topic && p.PartitionIndex == int32(w.partition) {
+					return w.coordError(p.ErrorCode)
+				}
 			}
 		}
 		return fmt.Errorf("producer: add partition to transaction: partition %d not in the answer", w.partition)
@@ -218,14 +230,60 @@ func (w *TxnWriter) send(ctx context.Context, encoded []byte, n int) error {
 }
 
 func (w *TxnWriter) endTxn(ctx context.Context, commit bool) error {
-	res, err := w.client.EndTxn(ctx, &kafka.EndTxnRequest{
-		TransactionalID: w.txnID, ProducerID: int(w.sess.producerID), ProducerEpoch: int(w.sess.epoch),
+	m, err := w.coordRoundTrip(ctx, &endtxn.Request{
+		TransactionalID: w.txnID, ProducerID: w.sess.producerID, ProducerEpoch: w.sess.epoch,
 		Committed: commit,
 	})
 	if err != nil {
 		return err
 	}
-	return res.Error
+	return w.coordError(m.(*endtxn.Response).ErrorCode)
+}
+
+// coordRoundTrip sends req to the transaction coordinator over the kept
+// connection, finding the coordinator and connecting first if need be.
+func (w *TxnWriter) coordRoundTrip(ctx context.Context, req protocol.Message) (protocol.Message, error) {
+	if w.coord == nil {
+		res, err := w.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{
+			Key: w.txnID, KeyType: kafka.CoordinatorKeyTypeTransaction,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if res.Error != nil {
+			return nil, res.Error
+		}
+		addr := net.JoinHostPort(res.Coordinator.Host, strconv.Itoa(res.Coordinator.Port))
+		if w.coord, err = dialBroker(ctx, w.cfg, addr); err != nil {
+			return nil, fmt.Errorf("transaction coordinator %s: %w", addr, err)
+		}
+	}
+	m, err := w.coord.roundTrip(ctx, req)
+	if err != nil {
+		w.dropCoordinator()
+		return nil, err
+	}
+	return m, nil
+}
+
+// coordError turns an error code of the coordinator into an error, and
+// forgets the coordinator when it says it no longer is one.
+func (w *TxnWriter) coordError(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	err := kafka.Error(code)
+	if err == codeNotCoordinator || err == codeCoordinatorNotAvail {
+		w.dropCoordinator()
+	}
+	return err
+}
+
+func (w *TxnWriter) dropCoordinator() {
+	if w.coord != nil {
+		w.coord.close()
+		w.coord = nil
+	}
 }
 
 // abort tries to abort the open transaction so that the next writer of the
@@ -325,6 +383,7 @@ func (w *TxnWriter) wrap(what string, err error) error {
 // Close releases the writer's connections. Produce is synchronous, so
 // nothing is in flight.
 func (w *TxnWriter) Close(context.Context) error {
+	w.dropCoordinator()
 	w.transport.CloseIdleConnections()
 	return nil
 }
