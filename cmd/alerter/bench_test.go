@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +52,28 @@ func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
+
+// cpuSample is the CPU used so far by this process (the benchmark, the
+// plain consumer and the in-process alerter) and by Redis's main thread.
+type cpuSample struct{ self, redis time.Duration }
+
+func sampleCPU(rc *redis.Client) cpuSample {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	s := cpuSample{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	info, _ := rc.Info(context.Background(), "cpu").Result()
+	for _, l := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(l, ":")
+		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			s.redis += time.Duration(f * float64(time.Second))
+		}
+	}
+	return s
+}
+
+func (s cpuSample) sub(o cpuSample) cpuSample { return cpuSample{s.self - o.self, s.redis - o.redis} }
+func (s cpuSample) add(o cpuSample) cpuSample { return cpuSample{s.self + o.self, s.redis + o.redis} }
 
 // plainConsume reads every partition to its end with one kafka.Reader per
 // partition and decodes each record: the baseline.
@@ -153,17 +178,25 @@ func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 				b.Fatal(err)
 			}
 			var plain, alert time.Duration
+			var plainCPU, alertCPU cpuSample
 			var trips int64
+			runPlain := func() {
+				c0 := sampleCPU(p.rc)
+				plain += plainConsume(b, p, ends)
+				plainCPU = plainCPU.add(sampleCPU(p.rc).sub(c0))
+			}
 			for i := 0; i < b.N; i++ {
 				// Alternate the order: the machine is shared and its load drifts.
 				if i%2 == 0 {
-					plain += plainConsume(b, p, ends)
+					runPlain()
 				}
+				c0 := sampleCPU(p.rc)
 				d, n := runAlerter(b, p, int64(len(tc.recs)))
+				alertCPU = alertCPU.add(sampleCPU(p.rc).sub(c0))
 				alert += d
 				trips += n
 				if i%2 == 1 {
-					plain += plainConsume(b, p, ends)
+					runPlain()
 				}
 			}
 			n := float64(len(tc.recs) * b.N)
@@ -171,6 +204,13 @@ func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 			b.ReportMetric(n/alert.Seconds(), "alerter_records/s")
 			b.ReportMetric(plain.Seconds()/alert.Seconds(), "ratio")
 			b.ReportMetric(float64(trips)/n*1000, "redis_trips/1000rec")
+			// Where the CPU goes, per record: this process (decoding, and for
+			// the alerter the engine and the Redis client; the alerter's
+			// figure includes its group join and load) and Redis's main thread
+			// (scripts, AOF write and fsync). The broker is not counted.
+			b.ReportMetric(float64(plainCPU.self.Nanoseconds())/n, "plain_go_cpu_ns/rec")
+			b.ReportMetric(float64(alertCPU.self.Nanoseconds())/n, "alerter_go_cpu_ns/rec")
+			b.ReportMetric(float64(alertCPU.redis.Nanoseconds())/n, "alerter_redis_cpu_ns/rec")
 		})
 	}
 }
