@@ -352,7 +352,7 @@ func (w *TxnWriter) retry(ctx context.Context, what string, op func(context.Cont
 			// The coordinator is still writing the markers of the previous
 			// transaction, a matter of milliseconds: the Java producer
 			// retries AddPartitionsToTxn after 20ms for the same reason.
-			d = backoff(5*time.Millisecond, w.cfg.RetryBackoffMax, attempt)
+			d = backoff(time.Millisecond, w.cfg.RetryBackoffMax, attempt)
 		}
 		if !sleepCtx(ctx, d) {
 			return fmt.Errorf("producer: %s: %w (last: %w)", what, ctx.Err(), werr)
