@@ -24,16 +24,21 @@ PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
 install() {
   command -v java >/dev/null || die "java not found: Kafka runs on the machine's Java (17+)"
   apt_install kcat
-  if [[ -f $LIBS/.complete ]]; then return 0; fi
+  # .complete holds the hash of the pom the jars were resolved with: a
+  # changed pom resolves them again, into an emptied directory.
+  local want
+  want=$(sha256sum "$SCRIPTS_DIR/kafka/pom.xml" | cut -d' ' -f1)
+  if [[ -f $LIBS/.complete && $(<"$LIBS/.complete") == "$want" ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found: it fetches Kafka's jars"
   log "fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies with Maven into $LIBS"
+  rm -rf "$LIBS"
   mkdir -p "$LIBS"
   # Maven's console output goes to a log: it is only worth reading on failure.
   mvn -q -B -Dstyle.color=never -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
     >"$LIBS/../maven.log" 2>&1 \
     || { tail -n 30 "$LIBS/../maven.log" >&2; die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"; }
-  touch "$LIBS/.complete"
+  echo "$want" >"$LIBS/.complete"
 }
 
 metadata_ok() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 3 >/dev/null 2>&1; }
