@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,11 +43,7 @@ func committedValues(t *testing.T, brokers []string, topic string) []string {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
-	start, stable, err := r.Offsets(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := r.Read(ctx, 0, start, stable)
+	recs, err := r.ReadAll(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,18 +60,6 @@ func wantValues(n int) []string {
 		out = append(out, fmt.Sprintf("v%05d", i))
 	}
 	return out
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestTxnWriterFencing: a second writer of the same transactional id fences
@@ -104,7 +89,7 @@ func TestTxnWriterFencing(t *testing.T) {
 	if err := heir.Produce(ctx, txnRecords(30, 10)); err != nil {
 		t.Fatalf("heir Produce: %v", err)
 	}
-	if got := committedValues(t, brokers, topic); !equalStrings(got, wantValues(40)) {
+	if got := committedValues(t, brokers, topic); !slices.Equal(got, wantValues(40)) {
 		t.Fatalf("committed values %v, want v00000..v00039 once each", got)
 	}
 }
@@ -143,7 +128,7 @@ func TestTxnAbortedWriteHidden(t *testing.T) {
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("zombie's commit after the heir's init = %v, want ErrFenced", err)
 	}
-	if got := committedValues(t, brokers, topic); !equalStrings(got, wantValues(20)) {
+	if got := committedValues(t, brokers, topic); !slices.Equal(got, wantValues(20)) {
 		t.Fatalf("committed values %v, want v00000..v00019 (the aborted v05000.. hidden)", got)
 	}
 	tr := &kafka.Transport{}

@@ -58,11 +58,7 @@ func partitionRecords(ctx context.Context, brokers []string, topic string, parti
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
-	start, stable, err := r.Offsets(ctx, partition)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := r.Read(ctx, partition, start, stable)
+	recs, err := r.ReadAll(ctx, partition)
 	if err != nil {
 		return nil, err
 	}

@@ -54,11 +54,7 @@ func (p *pipeline) eventsTopic(ctx context.Context) ([]eventRecord, error) {
 	r := &committed.Reader{Addr: kafka.TCP(p.brokers...), Topic: p.events, Transport: tr}
 	var out []eventRecord
 	for part := 0; part < p.partitions; part++ {
-		start, stable, err := r.Offsets(ctx, part)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := r.Read(ctx, part, start, stable)
+		recs, err := r.ReadAll(ctx, part)
 		if err != nil {
 			return nil, err
 		}

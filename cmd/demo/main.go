@@ -198,11 +198,7 @@ func checkEventsTopic(ctx context.Context, brokers, topic string, partitions int
 	for deadline := time.Now().Add(time.Minute); ; {
 		ids, n = map[string]int{}, 0
 		for p := range partitions {
-			start, stable, err := r.Offsets(ctx, p)
-			if err != nil {
-				return err
-			}
-			recs, err := r.Read(ctx, p, start, stable)
+			recs, err := r.ReadAll(ctx, p)
 			if err != nil {
 				return err
 			}

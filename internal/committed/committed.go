@@ -114,6 +114,16 @@ func (r *Reader) Read(ctx context.Context, partition int, from, to int64) ([]Rec
 	return out, nil
 }
 
+// ReadAll returns every committed record of partition still in the log,
+// up to the last stable offset.
+func (r *Reader) ReadAll(ctx context.Context, partition int) ([]Record, error) {
+	start, stable, err := r.Offsets(ctx, partition)
+	if err != nil {
+		return nil, err
+	}
+	return r.Read(ctx, partition, start, stable)
+}
+
 // Last returns the partition's last committed record, scanning back from
 // the last stable offset in growing windows (the tail may be aborted
 // writes and markers). ok is false when no committed record is left.
