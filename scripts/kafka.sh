@@ -16,7 +16,10 @@ KAFKA_PORT=${KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
 KAFKA_DIR=${KAFKA_DIR:-"$NOFLY_CACHE/run/kafka-$KAFKA_PORT"}
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:-"-Xms256m -Xmx1g"}
-LIBS=$NOFLY_CACHE/kafka-$KAFKA_VERSION/libs
+# The jars' directory is named after the pom that resolved them, so a changed
+# pom resolves into a new one and never deletes jars a running broker uses.
+POM_HASH=$(sha256sum "$SCRIPTS_DIR/kafka/pom.xml" | cut -c1-12)
+LIBS=$NOFLY_CACHE/kafka-$KAFKA_VERSION-$POM_HASH/libs
 PIDFILE=$KAFKA_DIR/kafka.pid
 LOGFILE=$KAFKA_DIR/server.log
 PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
@@ -24,21 +27,16 @@ PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
 install() {
   command -v java >/dev/null || die "java not found: Kafka runs on the machine's Java (17+)"
   apt_install kcat
-  # .complete holds the hash of the pom the jars were resolved with: a
-  # changed pom resolves them again, into an emptied directory.
-  local want
-  want=$(sha256sum "$SCRIPTS_DIR/kafka/pom.xml" | cut -d' ' -f1)
-  if [[ -f $LIBS/.complete && $(<"$LIBS/.complete") == "$want" ]]; then return 0; fi
+  if [[ -f $LIBS/.complete ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found: it fetches Kafka's jars"
   log "fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies with Maven into $LIBS"
-  rm -rf "$LIBS"
   mkdir -p "$LIBS"
   # Maven's console output goes to a log: it is only worth reading on failure.
   mvn -q -B -Dstyle.color=never -f "$SCRIPTS_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIBS" \
     >"$LIBS/../maven.log" 2>&1 \
     || { tail -n 30 "$LIBS/../maven.log" >&2; die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"; }
-  echo "$want" >"$LIBS/.complete"
+  touch "$LIBS/.complete"
 }
 
 metadata_ok() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 3 >/dev/null 2>&1; }
