@@ -256,13 +256,17 @@ func (a *Alerter) consume(ctx context.Context, oc *offsetCommitter, partition in
 		}
 	}
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:     a.cfg.Brokers,
-		Topic:       a.cfg.Topic,
-		Partition:   partition,
-		MinBytes:    1,
-		MaxBytes:    8 << 20,
-		MaxWait:     250 * time.Millisecond,
-		ErrorLogger: slogKafka{log, slog.LevelWarn},
+		Brokers:   a.cfg.Brokers,
+		Topic:     a.cfg.Topic,
+		Partition: partition,
+		MinBytes:  1,
+		MaxBytes:  8 << 20,
+		MaxWait:   250 * time.Millisecond,
+		// A queue of a whole batch: the reader's goroutine hands records
+		// over through it one by one; with room for a batch it and this
+		// loop wake each other less often than with the default 100.
+		QueueCapacity: max(a.cfg.Batch, 100),
+		ErrorLogger:   slogKafka{log, slog.LevelWarn},
 	})
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
