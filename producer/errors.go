@@ -125,6 +125,15 @@ const (
 	codeUnknownProducerID    = kafka.Error(59)
 	codeProducerFenced       = kafka.Error(90)
 	codeConcurrentTxns       = kafka.Error(51)
+
+	// The transaction APIs' (TxnWriter).
+	codeCoordinatorLoading  = kafka.Error(14)
+	codeCoordinatorNotAvail = kafka.Error(15)
+	codeNotCoordinator      = kafka.Error(16)
+	codeInvalidTxnState     = kafka.Error(48)
+	codeInvalidPIDMapping   = kafka.Error(49)
+	codeTxnTimeout          = kafka.Error(50) // INVALID_TRANSACTION_TIMEOUT
+	codeTxnAborted          = kafka.Error(89) // TRANSACTION_ABORTABLE (KIP-890)
 )
 
 // classify maps the result of one RawProduce to what the Java producer does

@@ -23,17 +23,9 @@ import (
 // writing with this TxnWriter.
 var ErrFenced = errors.New("producer: fenced by a newer writer of the same transactional id")
 
-// More Kafka error codes of the transaction APIs.
 const (
-	codeCoordinatorLoading  = kafka.Error(14)
-	codeCoordinatorNotAvail = kafka.Error(15)
-	codeNotCoordinator      = kafka.Error(16)
-	codeInvalidTxnState     = kafka.Error(48)
-	codeInvalidPIDMapping   = kafka.Error(49)
-	codeTxnTimeout          = kafka.Error(50) // INVALID_TRANSACTION_TIMEOUT
-	codeTxnAborted          = kafka.Error(89) // TRANSACTION_ABORTABLE (KIP-890)
-	attrTransactional       = 1 << 4
-	defaultTxnTimeout       = time.Minute
+	attrTransactional = 1 << 4 // record batch attribute bit
+	defaultTxnTimeout = time.Minute
 )
 
 // TxnWriter writes to one partition of a topic, each Produce call in a
