@@ -19,6 +19,7 @@ const (
 	offBatchLength    = 8
 	offCRC            = 17
 	offAttributes     = 21
+	attrTransactional = 1 << 4 // in the attributes
 	offBaseSequence   = 53
 	crcCoveredFrom    = offAttributes
 	magicV2           = 2
@@ -79,6 +80,10 @@ func varintSize(v int64) int {
 type batchSession struct {
 	producerID int64
 	epoch      int16
+	// transactional marks every batch of the session as part of a
+	// transaction (TxnWriter); the broker then holds it back from
+	// read_committed readers until the transaction's marker.
+	transactional bool
 }
 
 // encodeBatch appends one v2 record batch holding tails (with create times
@@ -107,7 +112,11 @@ func encodeBatch(dst []byte, s batchSession, baseSeq int32, codec kafka.Compress
 	binary.BigEndian.PutUint64(b[0:], 0) // baseOffset: the broker assigns it
 	binary.BigEndian.PutUint32(b[12:], uint32(noPartitionLeader&0xffffffff))
 	b[16] = magicV2
-	binary.BigEndian.PutUint16(b[21:], uint16(codec)&0x7) // create time, not transactional
+	attrs := uint16(codec) & 0x7 // create time
+	if s.transactional {
+		attrs |= attrTransactional
+	}
+	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
 	binary.BigEndian.PutUint32(b[23:], uint32(len(tails)-1))
 	binary.BigEndian.PutUint64(b[27:], uint64(baseTS))
 	binary.BigEndian.PutUint64(b[35:], uint64(maxTS))

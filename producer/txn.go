@@ -2,10 +2,8 @@ package producer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"net"
 	"strconv"
@@ -23,10 +21,7 @@ import (
 // writing with this TxnWriter.
 var ErrFenced = errors.New("producer: fenced by a newer writer of the same transactional id")
 
-const (
-	attrTransactional = 1 << 4 // record batch attribute bit
-	defaultTxnTimeout = time.Minute
-)
+const defaultTxnTimeout = time.Minute
 
 // TxnWriter writes to one partition of a topic, each Produce call in a
 // transaction of its own (AddPartitionsToTxn, one batch, EndTxn commit).
@@ -53,7 +48,6 @@ type TxnWriter struct {
 	sess      batchSession
 	seq       int32
 	broken    error
-	retries   int // transaction requests repeated
 
 	// coord is a connection to the id's transaction coordinator, kept
 	// across transactions: kafka-go's transport would look the coordinator
@@ -131,7 +125,7 @@ func (w *TxnWriter) init(ctx context.Context) error {
 		if res.Error != nil {
 			return res.Error
 		}
-		w.sess = batchSession{producerID: int64(res.Producer.ProducerID), epoch: int16(res.Producer.ProducerEpoch)}
+		w.sess = batchSession{producerID: int64(res.Producer.ProducerID), epoch: int16(res.Producer.ProducerEpoch), transactional: true}
 		return nil
 	})
 }
@@ -143,8 +137,9 @@ func (w *TxnWriter) Session() (producerID int64, epoch int16) {
 
 // Produce writes recs to the writer's partition (Record.Partition is
 // ignored) in one committed transaction, and returns once the commit is
-// acknowledged, or with an error after Config.DeliveryTimeout at most. On error nothing is known of the transaction unless the
-// error is ErrFenced (then it is or will be aborted); the writer is broken.
+// acknowledged, or with an error after Config.DeliveryTimeout at most. On
+// error nothing is known of the transaction unless the error is ErrFenced
+// (then it is or will be aborted); the writer is broken.
 func (w *TxnWriter) Produce(ctx context.Context, recs []Record) error {
 	if w.broken != nil {
 		return fmt.Errorf("producer: transactional writer unusable after an earlier error: %w", w.broken)
@@ -291,8 +286,8 @@ func (w *TxnWriter) abort() {
 	}
 }
 
-// encode builds the batch: our v2 encoder, then the transactional bit set
-// and the CRC (which covers the attributes) computed again.
+// encode builds the batch with our v2 encoder (the session marks it
+// transactional).
 func (w *TxnWriter) encode(recs []Record) ([]byte, error) {
 	tails := make([][]byte, len(recs))
 	times := make([]int64, len(recs))
@@ -309,15 +304,7 @@ func (w *TxnWriter) encode(recs []Record) ([]byte, error) {
 	if size > w.cfg.BatchMaxBytes {
 		return nil, fmt.Errorf("%w: %d records of %d bytes, BatchMaxBytes is %d", ErrInvalidRecord, len(recs), size, w.cfg.BatchMaxBytes)
 	}
-	enc, err := encodeBatch(nil, w.sess, w.seq, w.cfg.Compression, tails, times)
-	if err != nil {
-		return nil, err
-	}
-	b := enc[4:] // after the size prefix
-	attrs := binary.BigEndian.Uint16(b[offAttributes:]) | attrTransactional
-	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[crcCoveredFrom:], castagnoli))
-	return enc, nil
+	return encodeBatch(nil, w.sess, w.seq, w.cfg.Compression, tails, times)
 }
 
 // retry runs op until it succeeds, fails for good, or ctx ends. Retried:
@@ -337,7 +324,6 @@ func (w *TxnWriter) retry(ctx context.Context, what string, op func(context.Cont
 		if errors.Is(werr, ErrFenced) || errors.Is(werr, ErrRejected) {
 			return werr
 		}
-		w.retries++
 		w.log.Debug("transaction request failed, retrying", "request", what, "attempt", attempt, "error", err)
 		d := backoff(w.cfg.RetryBackoff, w.cfg.RetryBackoffMax, attempt)
 		if errors.Is(err, codeConcurrentTxns) {
