@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -27,16 +28,25 @@ func TestStartPoints(t *testing.T) {
 		tr := &kafka.Transport{}
 		defer tr.CloseIdleConnections()
 		c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: tr}
-		res, err := c.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: cfg.Group, GenerationID: -1,
-			Topics: map[string][]kafka.OffsetCommit{p.topic: {{Partition: 0, Offset: off}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ps := range res.Topics[p.topic] {
-			if ps.Error != nil {
-				t.Fatal(ps.Error)
+		// A new group's coordinator may answer NOT_COORDINATOR or
+		// COORDINATOR_LOAD_IN_PROGRESS for a moment on a busy broker: retried.
+		testenv.CheckFor(t, 30*time.Second, func() error {
+			res, err := c.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: cfg.Group, GenerationID: -1,
+				Topics: map[string][]kafka.OffsetCommit{p.topic: {{Partition: 0, Offset: off}}}})
+			if err != nil {
+				return err
 			}
-		}
+			for _, ps := range res.Topics[p.topic] {
+				switch {
+				case errors.Is(ps.Error, kafka.NotCoordinatorForGroup), errors.Is(ps.Error, kafka.GroupCoordinatorNotAvailable),
+					errors.Is(ps.Error, kafka.GroupLoadInProgress):
+					return ps.Error
+				case ps.Error != nil:
+					t.Fatal(ps.Error)
+				}
+			}
+			return nil
+		})
 	}
 	offsets := func() []int64 {
 		var out []int64
