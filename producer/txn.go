@@ -72,9 +72,12 @@ type TxnOptions struct {
 // NewTxnWriter initialises the transactional id: it finds the coordinator
 // and sends InitProducerId, retrying while the coordinator is loading or
 // still aborting a transaction the previous holder of the id left open
-// (CONCURRENT_TRANSACTIONS). When it returns, every earlier writer of the
-// id is fenced and its transactions are settled. ctx and
-// Config.DeliveryTimeout bound the set-up.
+// (CONCURRENT_TRANSACTIONS). Then it closes the partition (settle): an
+// empty transaction, aborted, and a wait until no transaction is open on
+// the partition. When it returns, every earlier writer of the id is fenced,
+// and nothing an earlier writer sent to the partition can become visible
+// later: the committed tail is final. ctx and Config.DeliveryTimeout bound
+// the set-up.
 func NewTxnWriter(ctx context.Context, cfg Config, o TxnOptions) (*TxnWriter, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -107,6 +110,10 @@ func NewTxnWriter(ctx context.Context, cfg Config, o TxnOptions) (*TxnWriter, er
 		w.transport.CloseIdleConnections()
 		return nil, err
 	}
+	if err := w.settle(ctx); err != nil {
+		w.Close(ctx)
+		return nil, err
+	}
 	w.log.Info("transactional writer initialised", "producer_id", w.sess.producerID, "epoch", w.sess.epoch)
 	return w, nil
 }
@@ -128,6 +135,84 @@ func (w *TxnWriter) init(ctx context.Context) error {
 		w.sess = batchSession{producerID: int64(res.Producer.ProducerID), epoch: int16(res.Producer.ProducerEpoch), transactional: true}
 		return nil
 	})
+}
+
+// settle makes the partition's committed tail final before anyone reads
+// it. InitProducerId settles what the coordinator knows of, but a batch of
+// an earlier epoch can sit on the partition in a transaction the
+// coordinator holds no record of (its markers lost to a broker stopping
+// mid-commit, or a produce that outlived its writer). The partition leader
+// keeps such a transaction open, holding the last stable offset, and the
+// next commit marker of this producer id would commit it along with our
+// first batch: events the dispatcher had already resent after the tail.
+//
+// So the writer adds the partition and aborts the empty transaction: the
+// abort marker, written with the new epoch, closes whatever the producer id
+// left open there. Then it waits until the last stable offset reaches the
+// end of the partition (read in that order), so the marker is in the log
+// and nothing undecided is left below the tail.
+func (w *TxnWriter) settle(ctx context.Context) error {
+	if err := w.addPartition(ctx); err != nil {
+		return err
+	}
+	if err := w.retry(ctx, "abort the settling transaction", func(ctx context.Context) error {
+		return w.endTxn(ctx, false)
+	}); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		stable, end, err := w.partitionEnds(ctx)
+		switch {
+		case err != nil:
+			w.log.Debug("settle: list offsets failed, retrying", "attempt", attempt, "error", err)
+		case stable >= end:
+			return nil
+		case attempt == 20:
+			w.log.Warn("settle: a transaction is still open on the partition; waiting for its marker (does another producer write this topic?)",
+				"last_stable_offset", stable, "end", end)
+		}
+		if !sleepCtx(ctx, backoff(time.Millisecond, w.cfg.RetryBackoffMax, attempt)) {
+			if err == nil {
+				err = fmt.Errorf("last stable offset %d below the end %d", stable, end)
+			}
+			return fmt.Errorf("producer: settle %s/%d: a transaction stays open: %w (last: %w)", w.cfg.Topic, w.partition, ctx.Err(), err)
+		}
+	}
+}
+
+// partitionEnds reads the partition's last stable offset, then its end
+// (high watermark): both only grow, so stable >= end means that at the
+// first read no transaction was open and nothing came after.
+func (w *TxnWriter) partitionEnds(ctx context.Context) (stable, end int64, err error) {
+	for _, iso := range []kafka.IsolationLevel{kafka.ReadCommitted, kafka.ReadUncommitted} {
+		rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+		res, err := w.client.ListOffsets(rctx, &kafka.ListOffsetsRequest{
+			Topics:         map[string][]kafka.OffsetRequest{w.cfg.Topic: {kafka.LastOffsetOf(w.partition)}},
+			IsolationLevel: iso,
+		})
+		cancel()
+		if err != nil {
+			return 0, 0, err
+		}
+		var off int64 = -1
+		for _, po := range res.Topics[w.cfg.Topic] {
+			if po.Partition == w.partition {
+				if po.Error != nil {
+					return 0, 0, po.Error
+				}
+				off = po.LastOffset
+			}
+		}
+		if off < 0 {
+			return 0, 0, fmt.Errorf("list offsets: partition %d not in the answer", w.partition)
+		}
+		if iso == kafka.ReadCommitted {
+			stable = off
+		} else {
+			end = off
+		}
+	}
+	return stable, end, nil
 }
 
 // Session returns the producer id and epoch the writer holds.

@@ -161,3 +161,85 @@ func TestTxnAbortedWriteHidden(t *testing.T) {
 		t.Fatalf("Last = %q, %v, %v; want v00019", last.Value, ok, err)
 	}
 }
+
+// TestTxnWriterClosesHangingTransaction: a batch of an earlier writer of the
+// id sits on the partition in a transaction the coordinator does not know
+// of (a "hanging" transaction: what a coordinator that lost or never wrote
+// its markers leaves, here built with partition verification off). The next
+// writer must close it before anyone reads the committed tail: otherwise its
+// own first commit marker commits the stray batch too, and a dispatcher that
+// resumed from the tail writes those events twice.
+func TestTxnWriterClosesHangingTransaction(t *testing.T) {
+	kp := testenv.StartKafkaWith(t, "transaction.partition.verification.enable=false")
+	brokers := kp.Brokers()
+	topic := testenv.CreateTopic(t, brokers, 1)
+	id := testenv.UniqueName("txn")
+	ctx := context.Background()
+
+	old := newTxnWriter(t, brokers, topic, id)
+	if err := old.Produce(ctx, txnRecords(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// EndTxn returns before the coordinator wrote the commit marker; a batch
+	// sent before it would join the committed transaction.
+	testenv.CheckFor(t, 10*time.Second, func() error {
+		if stable, end := partitionEnds(t, brokers, topic); stable != end {
+			return fmt.Errorf("last stable offset %d, end %d", stable, end)
+		}
+		return nil
+	})
+	// A transactional batch without AddPartitionsToTxn: the partition opens
+	// a transaction for the producer id, the coordinator has none.
+	enc, err := old.encode(txnRecords(5000, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.send(ctx, enc, 10); err != nil {
+		t.Fatal(err)
+	}
+	heir := newTxnWriter(t, brokers, topic, id)
+	// What a dispatcher does next: read the committed tail, resume after it.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	r := &committed.Reader{Addr: kafka.TCP(brokers...), Topic: topic, Transport: tr}
+	last, ok, _, _, err := r.Last(ctx, 0)
+	if err != nil || !ok || string(last.Value) != "v00009" {
+		t.Fatalf("tail after the heir's start = %q at %d, %v, %v; want v00009", last.Value, last.Offset, ok, err)
+	}
+	if stable, end := partitionEnds(t, brokers, topic); stable != end {
+		t.Fatalf("after the heir's start the last stable offset is %d, the end %d: a transaction is still open", stable, end)
+	}
+	if err := heir.Produce(ctx, txnRecords(10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedValues(t, brokers, topic); !slices.Equal(got, wantValues(20)) {
+		t.Fatalf("committed values %v, want v00000..v00019 (the stray v05000.. aborted)", got)
+	}
+}
+
+// partitionEnds returns partition 0's last stable offset and its end (high
+// watermark), read in that order.
+func partitionEnds(t *testing.T, brokers []string, topic string) (stable, end int64) {
+	t.Helper()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
+	for _, iso := range []kafka.IsolationLevel{kafka.ReadCommitted, kafka.ReadUncommitted} {
+		res, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
+			Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(0)}}, IsolationLevel: iso,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		po := res.Topics[topic][0]
+		if po.Error != nil {
+			t.Fatal(po.Error)
+		}
+		if iso == kafka.ReadCommitted {
+			stable = po.LastOffset
+		} else {
+			end = po.LastOffset
+		}
+	}
+	return stable, end
+}

@@ -7,7 +7,8 @@
 #
 # KAFKA_VERSION picks the release (one variable: run the suite against another
 # with KAFKA_VERSION=3.9.1 make test). KAFKA_PORT / KAFKA_CONTROLLER_PORT /
-# KAFKA_DIR let a test run a private broker it may restart at will.
+# KAFKA_DIR let a test run a private broker it may restart at will, and
+# KAFKA_EXTRA_PROPS (lines of server.properties) give it settings of its own.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -71,6 +72,9 @@ group.initial.rebalance.delay.ms=0
 log.retention.hours=24
 log.segment.bytes=67108864
 PROPS
+  # A test may add or override settings (one per line), e.g. to build a
+  # state the defaults forbid.
+  if [[ -n ${KAFKA_EXTRA_PROPS:-} ]]; then printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$KAFKA_DIR/server.properties"; fi
   cat >"$KAFKA_DIR/log4j2.properties" <<'PROPS'
 rootLogger.level=INFO
 rootLogger.appenderRef.file.ref=FILE
@@ -110,7 +114,9 @@ start() {
       java_run kafka.tools.StorageTool format -t "$id" -c "$KAFKA_DIR/server.properties" \
         >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "formatting KRaft storage failed"; }
     fi
-    : >"$LOGFILE"
+    # Appended, not truncated: a restarted broker's log keeps what happened
+    # before the stop.
+    echo "==== kafka.sh start $(date -u +%FT%TZ)" >>"$LOGFILE"
     nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Dkafka.logs.dir="$KAFKA_DIR" \
       -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
       -cp "$LIBS/*" kafka.Kafka "$KAFKA_DIR/server.properties" \

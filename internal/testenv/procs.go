@@ -19,18 +19,50 @@ type KafkaProc struct {
 	port    int
 	ctlPort int
 	dir     string
+	props   []string
 }
 
 // StartKafka starts a private single-node KRaft broker on free ports through
 // scripts/kafka.sh, and stops it when the test ends.
-func StartKafka(t testing.TB) *KafkaProc {
+func StartKafka(t testing.TB) *KafkaProc { return StartKafkaWith(t) }
+
+// StartKafkaWith is StartKafka with lines added to the broker's
+// server.properties (later lines override earlier ones). When the test
+// fails, the warnings and errors of the broker's log are logged with it.
+func StartKafkaWith(t testing.TB, props ...string) *KafkaProc {
 	t.Helper()
-	k := &KafkaProc{t: t, port: FreePort(t), ctlPort: FreePort(t), dir: t.TempDir()}
-	t.Cleanup(func() { _ = k.run(context.Background(), "stop") })
+	k := &KafkaProc{t: t, port: FreePort(t), ctlPort: FreePort(t), dir: t.TempDir(), props: props}
+	t.Cleanup(func() {
+		_ = k.run(context.Background(), "stop")
+		if t.Failed() {
+			k.logBrokerTrouble()
+		}
+	})
 	if err := k.run(context.Background(), "start"); err != nil {
 		t.Fatalf("start private kafka: %v", err)
 	}
 	return k
+}
+
+// logBrokerTrouble logs the last warnings and errors of the broker's log
+// (its directory goes with the test's).
+func (k *KafkaProc) logBrokerTrouble() {
+	b, err := os.ReadFile(filepath.Join(k.dir, "server.log"))
+	if err != nil {
+		k.t.Logf("private kafka: no server.log: %v", err)
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "] WARN ") || strings.Contains(l, "] ERROR ") || strings.HasPrefix(l, "==== ") {
+			lines = append(lines, l)
+		}
+	}
+	const keep = 80
+	if len(lines) > keep {
+		lines = lines[len(lines)-keep:]
+	}
+	k.t.Logf("private kafka %s, last %d warnings and errors of server.log:\n%s", k.Brokers()[0], len(lines), strings.Join(lines, "\n"))
 }
 
 // Brokers returns the private broker's address.
@@ -58,7 +90,8 @@ func (k *KafkaProc) run(ctx context.Context, verb string) error {
 		"KAFKA_PORT="+strconv.Itoa(k.port),
 		"KAFKA_CONTROLLER_PORT="+strconv.Itoa(k.ctlPort),
 		"KAFKA_DIR="+k.dir,
-		"KAFKA_HEAP_OPTS=-Xms128m -Xmx512m")
+		"KAFKA_HEAP_OPTS=-Xms128m -Xmx512m",
+		"KAFKA_EXTRA_PROPS="+strings.Join(k.props, "\n"))
 }
 
 // RedisProc is a private Redis server one test owns and may restart.
