@@ -54,7 +54,10 @@
 // producer.TxnWriter. A dispatcher that starts (or restarts after an error)
 // first initialises that id, which makes the broker abort what an earlier
 // writer left open and refuse that writer from then on (PRODUCER_FENCED),
-// and only then reads the committed tail. So a zombie dispatcher that lost
+// then closes the partition (an aborted empty transaction, whose marker ends
+// any transaction of the id the coordinator lost track of, and a wait until
+// the last stable offset reaches the end), and only then reads the
+// committed tail. So a zombie dispatcher that lost
 // the partition and does not know yet, or a crashed process whose last
 // request is still on the wire, cannot append after the new owner read the
 // tail: two writers on one partition fence each other in turn and no event
