@@ -50,12 +50,25 @@ type Config struct {
 	// LagInterval is how often the lag gauges are refreshed. Default 1s.
 	LagInterval time.Duration
 
+	// Retention is how long an entry stays in the outbox stream after it was
+	// appended: it is trimmed only once it is older than this *and* every
+	// output of the partition has passed it (an output that has delivered
+	// nothing yet, a webhook added since, holds all of it). Kept entries
+	// serve audits and outputs added later. Default 24h; negative keeps
+	// every entry forever.
+	Retention time.Duration
+	// TrimInterval is how often the outbox is trimmed. Default 1m.
+	TrimInterval time.Duration
+
 	// Registerer receives the metrics. Default: none (metrics are kept but
 	// not registered).
 	Registerer prometheus.Registerer
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultRetention is Config.Retention when unset.
+const DefaultRetention = 24 * time.Hour
 
 // DefaultWebhookMaxAttempts is Webhook.MaxAttempts when unset.
 const DefaultWebhookMaxAttempts = 120
@@ -116,6 +129,12 @@ func (c *Config) setDefaults() {
 	if c.LagInterval == 0 {
 		c.LagInterval = time.Second
 	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.TrimInterval == 0 {
+		c.TrimInterval = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -152,6 +171,8 @@ func (c Config) Validate() error {
 		return fieldError("CloseTimeout", "must not be negative")
 	case c.LagInterval < 0:
 		return fieldError("LagInterval", "must not be negative")
+	case c.TrimInterval < 0:
+		return fieldError("TrimInterval", "must not be negative")
 	}
 	seen := make(map[string]bool)
 	for i, w := range c.Webhooks {

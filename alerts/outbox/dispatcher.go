@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -104,6 +105,9 @@ func (d *Dispatcher) Run(ctx context.Context, partition int) error {
 		wg.Go(func() { o.runWebhook(ctx) })
 	}
 	wg.Go(func() { d.trackLag(ctx, k, outs) })
+	if d.cfg.Retention >= 0 && len(outs) > 0 {
+		wg.Go(func() { d.trimLoop(ctx, k, pl, outs) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -136,6 +140,30 @@ func (d *Dispatcher) trackLag(ctx context.Context, k keys, outs []*output) {
 			}
 			b := bases[i]
 			o.m.lag.Set(float64(max(0, b.count+(added-b.added)-advanced)))
+		}
+	}
+}
+
+// trimLoop trims the partition's outbox every TrimInterval.
+func (d *Dispatcher) trimLoop(ctx context.Context, k keys, partition string, outs []*output) {
+	names := make([]string, len(outs))
+	for i, o := range outs {
+		names[i] = o.name
+	}
+	log := d.cfg.Logger.With("component", "outbox", "partition", partition)
+	trimmed, entries := d.m.trimmed.WithLabelValues(partition), d.m.entries.WithLabelValues(partition)
+	for sleep(ctx, d.cfg.TrimInterval) {
+		n, left, err := trimOutbox(ctx, d.rdb, k, names, d.cfg.Retention, time.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("outbox: trim", "error", err)
+			}
+			continue
+		}
+		trimmed.Add(float64(n))
+		entries.Set(float64(left))
+		if n > 0 {
+			log.Debug("outbox trimmed", "entries", n, "left", left)
 		}
 	}
 }

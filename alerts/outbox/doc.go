@@ -16,7 +16,8 @@
 // so each script touches one Cluster slot:
 //
 //	<tag>:outbox                   stream, written by the dedup store only (fields event_id, event).
-//	                               The dispatcher only reads it (XREAD BLOCK) and never trims it.
+//	                               The dispatcher reads it (XREAD BLOCK) and trims what every
+//	                               output passed, once older than Config.Retention.
 //	<tag>:cursor:kafka             string, stream id of the last entry acknowledged by Kafka.
 //	                               Advisory: Kafka's last record is the truth; this is read only
 //	                               when retention emptied the alerts.events partition.
@@ -66,7 +67,12 @@
 // of aborted transactions; internal/committed reads as read_committed does,
 // and downstream readers can still dedup on event_id, as DESIGN.md says.
 //
-// Nobody trims the outbox stream yet; the dispatcher only reads it.
+// The outbox stream is trimmed every Config.TrimInterval to the lowest
+// cursor of the partition's outputs, keeping entries younger than
+// Config.Retention (24h): an output with no cursor (a webhook just added)
+// holds every entry. If Kafka loses acknowledged records (an unclean leader
+// election, a topic deleted and made again), the Kafka output resumes from
+// the tail it finds, and entries already trimmed are not sent again.
 //
 // Give the dispatcher its own Redis client: each output holds one pooled
 // connection in XREAD BLOCK, so a pool shared with the engine's scripts

@@ -14,6 +14,8 @@ type metrics struct {
 	errors      *prometheus.CounterVec
 	fenced      *prometheus.CounterVec
 	lag         *prometheus.GaugeVec
+	trimmed     *prometheus.CounterVec // by partition
+	entries     *prometheus.GaugeVec   // by partition
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,6 +45,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "nofly", Subsystem: "outbox", Name: "lag_entries",
 			Help: "Outbox entries appended but not yet delivered (or dead-lettered) by the output.",
 		}, labels),
+		trimmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "trimmed_total",
+			Help: "Entries trimmed from the partition's outbox stream: older than the retention and passed by every output.",
+		}, []string{"partition"}),
+		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nofly", Subsystem: "outbox", Name: "stream_entries",
+			Help: "Entries in the partition's outbox stream after the last trim (grows while an output is stuck).",
+		}, []string{"partition"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -65,6 +75,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.lag, err = register(reg, m.lag); err != nil {
+		return nil, err
+	}
+	if m.trimmed, err = register(reg, m.trimmed); err != nil {
+		return nil, err
+	}
+	if m.entries, err = register(reg, m.entries); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -194,3 +194,49 @@ func entriesAdded(ctx context.Context, rdb redis.UniversalClient, stream string)
 	}
 	return info.EntriesAdded, nil
 }
+
+// trimOutbox deletes the outbox entries older than retention (by their id's
+// time, appended at now - retention) that every named output has passed:
+// those up to the lowest of their cursors. An output without a cursor has
+// delivered nothing, so nothing is trimmed. The Kafka output's cursor lags
+// Kafka's tail, never leads it, so trimming to it keeps every entry Kafka
+// may still need. It returns how many entries went and how many are left.
+func trimOutbox(ctx context.Context, rdb redis.UniversalClient, k keys, outputs []string, retention time.Duration, now time.Time) (trimmed, left int64, err error) {
+	ks := make([]string, len(outputs))
+	for i, o := range outputs {
+		ks[i] = k.cursor(o)
+	}
+	vals, err := rdb.MGet(ctx, ks...).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("outbox: read cursors: %w", err)
+	}
+	minMS, minSeq := uint64(max(0, now.Add(-retention).UnixMilli())), uint64(0)
+	hold := false
+	for i, v := range vals {
+		cur, ok := v.(string)
+		if !ok {
+			hold = true
+			continue
+		}
+		ms, seq, err := parseID(cur)
+		if err != nil {
+			return 0, 0, fmt.Errorf("outbox: cursor %s: %w", ks[i], err)
+		}
+		if ms < minMS || (ms == minMS && seq < minSeq) {
+			minMS, minSeq = ms, seq
+		}
+	}
+	if !hold {
+		// MINID keeps entries at or above the id: the cursor's own entry
+		// stays, which costs one entry and no comparison.
+		trimmed, err = rdb.XTrimMinID(ctx, k.outbox(), fmt.Sprintf("%d-%d", minMS, minSeq)).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("outbox: xtrim %s: %w", k.outbox(), err)
+		}
+	}
+	left, err = rdb.XLen(ctx, k.outbox()).Result()
+	if err != nil {
+		return trimmed, 0, fmt.Errorf("outbox: xlen %s: %w", k.outbox(), err)
+	}
+	return trimmed, left, nil
+}

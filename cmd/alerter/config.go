@@ -40,6 +40,7 @@ type Config struct {
 	Webhooks           []WebhookURL  // NOFLY_WEBHOOKS: NAME=URL, comma separated; --webhook is repeatable
 	WebhookMaxAttempts int           // NOFLY_WEBHOOK_MAX_ATTEMPTS: attempts before an event is dead-lettered
 	WebhookTimeout     time.Duration // NOFLY_WEBHOOK_TIMEOUT: bound of one POST
+	OutboxRetention    time.Duration // NOFLY_OUTBOX_RETENTION: delivered entries older than this are trimmed; 0 keeps all
 
 	HTTPAddr string // NOFLY_ALERTER_HTTP: /metrics and /healthz; empty = off
 	LogLevel string // NOFLY_LOG_LEVEL
@@ -59,7 +60,11 @@ func (c Config) dispatchConfig() outbox.Config {
 	for i, w := range c.Webhooks {
 		hooks[i] = outbox.Webhook{Name: w.Name, URL: w.URL, Timeout: c.WebhookTimeout, MaxAttempts: c.WebhookMaxAttempts}
 	}
-	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks}
+	retention := c.OutboxRetention
+	if retention == 0 {
+		retention = -1 // outbox.Config: negative keeps every entry
+	}
+	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention}
 }
 
 // dispatching reports whether the outbox has any output.
@@ -84,6 +89,7 @@ func DefaultConfig() Config {
 		EventsTopic:        "alerts.events",
 		WebhookMaxAttempts: outbox.DefaultWebhookMaxAttempts,
 		WebhookTimeout:     10 * time.Second,
+		OutboxRetention:    outbox.DefaultRetention,
 		HTTPAddr:           ":9102",
 		LogLevel:           "info",
 	}
@@ -141,6 +147,8 @@ func (c Config) Validate() error {
 		return badField("WebhookMaxAttempts", "must be at least 1")
 	case c.WebhookTimeout <= 0:
 		return badField("WebhookTimeout", "must be positive")
+	case c.OutboxRetention < 0:
+		return badField("OutboxRetention", "must not be negative (0 keeps every entry)")
 	}
 	for i, w := range c.Webhooks {
 		if err := (outbox.Config{Topic: c.Topic, Webhooks: []outbox.Webhook{{Name: w.Name, URL: w.URL}}}).Validate(); err != nil {
@@ -190,6 +198,7 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"Webhooks":           {"webhook", "NOFLY_WEBHOOKS"},
 	"WebhookMaxAttempts": {"webhook-max-attempts", "NOFLY_WEBHOOK_MAX_ATTEMPTS"},
 	"WebhookTimeout":     {"webhook-timeout", "NOFLY_WEBHOOK_TIMEOUT"},
+	"OutboxRetention":    {"outbox-retention", "NOFLY_OUTBOX_RETENTION"},
 	"HTTPAddr":           {"http", "NOFLY_ALERTER_HTTP"},
 	"LogLevel":           {"log-level", "NOFLY_LOG_LEVEL"},
 }
@@ -264,6 +273,8 @@ func (f *flagSet) field(c *Config, field, usage string) {
 		f.IntVar(&c.WebhookMaxAttempts, ff.flag, c.WebhookMaxAttempts, usage)
 	case "WebhookTimeout":
 		f.DurationVar(&c.WebhookTimeout, ff.flag, c.WebhookTimeout, usage)
+	case "OutboxRetention":
+		f.DurationVar(&c.OutboxRetention, ff.flag, c.OutboxRetention, usage)
 	case "HTTPAddr":
 		f.StringVar(&c.HTTPAddr, ff.flag, c.HTTPAddr, usage)
 	case "LogLevel":
@@ -279,7 +290,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs := newFlagSet("alerter")
 	for _, field := range []string{"Brokers", "Topic", "Partitions", "Group", "RedisAddr", "RedisPrefix", "EventTTL",
 		"Zones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout",
-		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "HTTPAddr", "LogLevel"} {
+		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "OutboxRetention", "HTTPAddr", "LogLevel"} {
 		fs.field(&c, field, usages[field])
 	}
 	if err := fs.Parse(args, getenv); err != nil {
@@ -306,6 +317,7 @@ var usages = map[string]string{
 	"Webhooks":           "NAME=URL of a webhook that receives every event (at least once, Idempotency-Key: event_id); repeatable, or comma separated",
 	"WebhookMaxAttempts": "attempts per event and webhook before the event is dead-lettered",
 	"WebhookTimeout":     "bound of one webhook POST",
+	"OutboxRetention":    "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry",
 	"HTTPAddr":           "address of /metrics and /healthz; empty turns it off",
 	"LogLevel":           "debug, info, warn or error",
 }
