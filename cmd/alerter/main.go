@@ -5,6 +5,9 @@
 //	alerter replay --zones Z --input F
 //	                            run the same engine over a recorded NDJSON file with an
 //	                            in-memory store and print the events as NDJSON
+//	alerter redrive --webhook NAME=URL [--dry-run]
+//	                            post a webhook's dead letters again (each partition's),
+//	                            removing each one the endpoint accepts
 //
 // Every flag has an environment fallback; see README.md next to this file.
 package main
@@ -40,11 +43,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = serveCmd(ctx, args, getenv, stderr)
 	case "replay":
 		err = replayCmd(ctx, args, getenv, stdout, stderr)
+	case "redrive":
+		err = redriveCmd(ctx, args, getenv, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: alerter [serve|replay] [flags]; alerter <command> -h for its flags")
+		fmt.Fprintln(stdout, "usage: alerter [serve|replay|redrive] [flags]; alerter <command> -h for its flags")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "alerter: unknown command %q; use serve or replay\n", sub)
+		fmt.Fprintf(stderr, "alerter: unknown command %q; use serve, replay or redrive\n", sub)
 		return 2
 	}
 	switch {
