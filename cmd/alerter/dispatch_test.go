@@ -201,7 +201,9 @@ func TestParseConfigDispatch(t *testing.T) {
 		{"bad attempts", []string{"--zones", "z", "--webhook-max-attempts", "0"}, nil, nil, "WebhookMaxAttempts (--webhook-max-attempts, NOFLY_WEBHOOK_MAX_ATTEMPTS)"},
 		{"bad timeout", []string{"--zones", "z", "--webhook-timeout", "0s"}, nil, nil, "WebhookTimeout (--webhook-timeout, NOFLY_WEBHOOK_TIMEOUT)"},
 		{"outbox retention default", []string{"--zones", "z"}, nil,
-			func(c Config) bool { return c.OutboxRetention == 24*time.Hour && c.dispatchConfig().Retention == 24*time.Hour }, ""},
+			func(c Config) bool {
+				return c.OutboxRetention == 24*time.Hour && c.dispatchConfig().Retention == 24*time.Hour
+			}, ""},
 		{"outbox retention from env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_OUTBOX_RETENTION": "90m"},
 			func(c Config) bool { return c.dispatchConfig().Retention == 90*time.Minute }, ""},
 		{"outbox retention 0 keeps all", []string{"--zones", "z", "--outbox-retention", "0"}, nil,
