@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,31 @@ func appendEvents(ctx context.Context, rdb redis.UniversalClient, k keys, from, 
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// runDispatcher runs partition in a new Dispatcher of cfg (no Kafka
+// output) until stop, which waits for Run and fails the test if it failed.
+// The test's cleanup stops it too.
+func runDispatcher(t *testing.T, cfg Config, rdb redis.UniversalClient, partition int) (stop func()) {
+	t.Helper()
+	d, err := NewDispatcher(cfg, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, partition) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // partitionRecords reads every committed record of topic/partition, up to

@@ -34,23 +34,14 @@ func TestRedrive(t *testing.T) {
 	if _, err := appendEvents(ctx, rdb, k, 0, n); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDispatcher(dcfg, rdb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx, 0) }()
+	stop := runDispatcher(t, dcfg, rdb, 0)
 	testenv.CheckFor(t, 10*time.Second, func() error {
 		if got := metricValue(t, reg, "nofly_outbox_dead_letters_total", "0", "webhook:ops"); got < n {
 			return fmt.Errorf("%v of %d dead-lettered", got, n)
 		}
 		return nil
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if keys, _, _ := refuse.counts(); keys != n {
 		t.Fatalf("refusing endpoint saw %d events, want %d", keys, n)
 	}

@@ -113,19 +113,7 @@ func TestTrimWaitsForAStuckWebhook(t *testing.T) {
 	if _, err := appendEvents(ctx, rdb, k, 0, n); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDispatcher(cfg, rdb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx, 0) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}()
+	runDispatcher(t, cfg, rdb, 0)
 	testenv.CheckFor(t, 10*time.Second, func() error {
 		if keys, _, _ := up.counts(); keys < n {
 			return fmt.Errorf("healthy webhook: %d of %d", keys, n)

@@ -258,13 +258,7 @@ func TestWebhookOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := NewDispatcher(cfg, rdb, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- d.Run(runCtx, 2) }()
+			stop := runDispatcher(t, cfg, rdb, 2)
 			testenv.CheckFor(t, 20*time.Second, func() error {
 				cur, _ := rdb.Get(ctx, k.cursor(out)).Result()
 				if cur != ids[len(ids)-1] {
@@ -275,10 +269,7 @@ func TestWebhookOutput(t *testing.T) {
 				}
 				return nil
 			})
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stop()
 
 			keys, posts, bad := hs.counts()
 			if len(bad) > 0 {
