@@ -59,8 +59,9 @@ type output struct {
 
 // Run drains partition's outbox into every output, each on its own
 // goroutine, until ctx ends; then it waits for them (the Kafka output closes
-// its producer, waiting up to Config.CloseTimeout for batches in flight) and
-// returns nil. Outputs never give up: errors are logged, counted and retried
+// its producer, waiting up to Config.CloseTimeout for batches in flight; a
+// webhook POST in flight finishes, within Webhook.Timeout, and its answer is
+// recorded) and returns nil. Outputs never give up: errors are logged, counted and retried
 // with backoff. Run returns ErrRunning if the partition already runs in this
 // Dispatcher. Run a partition only while this instance owns it (from the
 // consumer group's assignment to its revocation).

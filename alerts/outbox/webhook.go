@@ -44,7 +44,10 @@ func classifyAttempt(r attemptResult) verdict {
 
 // post sends one event once.
 func (o *output) post(ctx context.Context, e entry) attemptResult {
-	ctx, cancel := context.WithTimeout(ctx, o.hook.Timeout)
+	// A POST in flight when the output stops is let finish (within its
+	// Timeout): cut short, its outcome is unknown and the event would be
+	// sent again after the restart.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.hook.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.hook.URL, bytes.NewReader(e.Event))
 	if err != nil {
@@ -71,15 +74,18 @@ type outcome struct {
 }
 
 // deliver posts e until it is delivered, permanently refused, or
-// MaxAttempts fail; it returns early (ok false) only when ctx ends.
+// MaxAttempts fail; it returns early (ok false) only when ctx ends. An
+// answer that came back counts even if ctx ended meanwhile, so a stop right
+// after a 2xx does not send the event again.
 func (o *output) deliver(ctx context.Context, e entry) (out outcome, ok bool) {
 	for attempt := 1; ; attempt++ {
 		r := o.post(ctx, e)
-		if ctx.Err() != nil {
+		v := classifyAttempt(r)
+		if ctx.Err() != nil && v != delivered && v != permanent {
 			return outcome{}, false
 		}
 		out = outcome{attempts: attempt, last: r}
-		switch classifyAttempt(r) {
+		switch v {
 		case delivered:
 			out.delivered = true
 			return out, true
@@ -160,9 +166,15 @@ func (o *output) runWebhook(ctx context.Context) {
 			}
 			// The cursor (and dead letter) must be stored before moving on:
 			// retry until it is, or until ctx ends (then the entry is sent
-			// again on restart: at least once).
-			for {
-				err := advance(ctx, o.rdb, o.keys, o.name, e.ID, dead)
+			// again on restart: at least once). A stop does not cut the
+			// first try short: the endpoint has answered already.
+			for try := 0; ; try++ {
+				actx, cancel := ctx, context.CancelFunc(func() {})
+				if try == 0 {
+					actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), o.hook.Timeout)
+				}
+				err := advance(actx, o.rdb, o.keys, o.name, e.ID, dead)
+				cancel()
 				if err == nil {
 					break
 				}

@@ -335,16 +335,22 @@ func TestWebhookResumesFromCursor(t *testing.T) {
 	}
 	total := 0
 	for round := range 3 {
-		if _, err := appendEvents(ctx, rdb, k, total, 10); err != nil {
+		ids, err := appendEvents(ctx, rdb, k, total, 10)
+		if err != nil {
 			t.Fatal(err)
 		}
 		total += 10
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- d.Run(runCtx, 0) }()
+		// Stopped once the cursor is saved: the endpoint counting a POST
+		// before its answer reaches the output is no reason to stop yet.
 		testenv.CheckFor(t, 10*time.Second, func() error {
 			if keys, _, _ := hs.counts(); keys < total {
 				return fmt.Errorf("round %d: %d of %d delivered", round, keys, total)
+			}
+			if cur, _ := rdb.Get(ctx, k.cursor("webhook:ops")).Result(); cur != ids[len(ids)-1] {
+				return fmt.Errorf("round %d: cursor %q, want %q", round, cur, ids[len(ids)-1])
 			}
 			return nil
 		})
@@ -383,5 +389,44 @@ func TestRunTwice(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWebhookStopDuringPost: the output is stopped while a POST is in
+// flight; the POST finishes, its 2xx is recorded, and the next Run does not
+// send that event again.
+func TestWebhookStopDuringPost(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
+	hs, srv := newHookServer(t, func(attempt int, w http.ResponseWriter) {
+		cancel() // the stop arrives while this POST waits for its answer
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Block: 20 * time.Millisecond,
+		Webhooks: []Webhook{{Name: "ops", URL: srv.URL}}, Logger: testLogger()}
+	k := newKeys(cfg.Prefix, cfg.Topic, 0)
+	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("webhook:ops")) })
+	ids, err := appendEvents(ctx, rdb, k, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDispatcher(cfg, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Run(runCtx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := rdb.Get(ctx, k.cursor("webhook:ops")).Result(); cur != ids[0] {
+		t.Fatalf("cursor %q after the stop, want %q (the answered POST recorded)", cur, ids[0])
+	}
+	hs.reply = nil
+	stop := runDispatcher(t, cfg, rdb, 0)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if keys, posts, _ := hs.counts(); keys != 1 || posts != 1 {
+		t.Fatalf("%d keys, %d posts; want the event posted once", keys, posts)
 	}
 }
