@@ -59,8 +59,9 @@ type KafkaOutput struct {
 	// NewProducer returns a writer of partition p of alerts.events. It is
 	// called when the partition starts and again after each produce error
 	// (the old one is closed first). The Kafka output reads the tail only
-	// after it returned, so the producer must fence earlier writers of p
-	// before it returns, as producer.NewTxnWriter does.
+	// after it returned, so the producer must fence earlier writers of p,
+	// and leave nothing of theirs undecided on p, before it returns, as
+	// producer.NewTxnWriter does.
 	NewProducer func(ctx context.Context, partition int) (Producer, error)
 	// Tail reads the last committed record of a partition of alerts.events.
 	Tail TailReader
