@@ -20,10 +20,27 @@ echo "== go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
 
 echo "== fuzz targets, ${FUZZTIME} each"
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
+fuzz_one() {
+  go test -run='^$' -fuzz="^${2}\$" -fuzztime="$FUZZTIME" "$1" 2>&1 | tee "$fuzzlog"
+  return "${PIPESTATUS[0]}"
+}
 # Every `func FuzzX` in a _test.go file, run in its own package directory.
 while IFS=: read -r file name; do
   pkg=./$(dirname "$file")
   echo "-- $pkg $name"
-  go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"
+  if ! fuzz_one "$pkg" "$name"; then
+    # Go before 1.27 can fail a target with a bare "context deadline
+    # exceeded" when -fuzztime ends while a worker is busy (Go issue 75804):
+    # no input failed. Only that, with no failing input written, gets one
+    # more run; anything else fails the suite.
+    if grep -q 'context deadline exceeded' "$fuzzlog" && ! grep -q 'Failing input written' "$fuzzlog"; then
+      echo "-- $pkg $name: the fuzz coordinator's end-of-time race, no failing input; once more"
+      fuzz_one "$pkg" "$name"
+    else
+      exit 1
+    fi
+  fi
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed -E 's/^\.\///; s/:func /:/' | sort -u)
 echo "== all tests passed"
