@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -60,34 +61,159 @@ var ErrInvalid = errors.New("invalid position record")
 // Is lets errors.Is(err, ErrInvalid) hold for a *FieldError.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
-// wire mirrors Position with pointers so a missing field is told apart from a
-// zero one. Unknown fields are ignored, as the contract asks.
+// FieldWarning is an optional field that decoding dropped from a record: its
+// value lies outside every convention the decoder knows, so the position is
+// kept without it. Field is the JSON name.
+type FieldWarning struct {
+	Field   string
+	Warning string
+}
+
+func (w FieldWarning) String() string { return w.Field + ": " + w.Warning }
+
+// Published "unknown" values of optional fields, in this record's units. A
+// field holding one is absent, without a warning: the feed said "unknown".
+const (
+	// ASTM F3411-22a Table 1 (Network and broadcast Remote ID; OpenDroneID's
+	// INV_DIR): track direction 361 = "Invalid, No Value or Unknown".
+	unknownTrackRID = 361
+	// MAVLink GLOBAL_POSITION_INT.hdg and GPS_RAW_INT.cog are centidegrees
+	// with UINT16_MAX for unknown: 655.35 once scaled to degrees.
+	unknownHeadingMAVLink = 655.35
+	// ASTM F3411-22a Table 1 (OpenDroneID's INV_SPEED_H): ground speed 255
+	// m/s = unknown; the largest real value is 254.25.
+	unknownSpeedRID = 255
+	// MAVLink GPS_RAW_INT.vel is cm/s with UINT16_MAX for unknown: 655.35
+	// m/s once scaled.
+	unknownSpeedMAVLink = 655.35
+	// ASTM F3411-22a Table 1 (OpenDroneID's INV_ALT): altitude and height
+	// -1000 m = unknown.
+	unknownHeightRID = -1000
+)
+
+// wire mirrors Position so a missing field is told apart from a zero one.
+// Unknown fields are ignored, as the contract asks. Required fields are
+// pointers (a wrong JSON type is an error naming them); optional ones read
+// any JSON value without failing, so a bad one can be dropped alone.
 type wire struct {
 	DroneID    *string  `json:"drone_id"`
 	Seq        *int64   `json:"seq"`
 	TS         *string  `json:"ts"`
 	Lat        *float64 `json:"lat"`
 	Lon        *float64 `json:"lon"`
-	AltM       *float64 `json:"alt_m"`
-	AltRef     *string  `json:"alt_ref"`
-	AGLM       *float64 `json:"agl_m"`
-	SpeedMPS   *float64 `json:"speed_mps"`
-	HeadingDeg *float64 `json:"heading_deg"`
+	AltM       optNum   `json:"alt_m"`
+	AltRef     optRef   `json:"alt_ref"`
+	AGLM       optNum   `json:"agl_m"`
+	SpeedMPS   optNum   `json:"speed_mps"`
+	HeadingDeg optNum   `json:"heading_deg"`
+}
+
+// optNum is an optional JSON number. null, like absence, leaves it unset.
+type optNum struct {
+	v   float64
+	set bool   // a finite number was given
+	raw []byte // the JSON value when it is not one (points into the input)
+}
+
+// UnmarshalJSON never fails: what is not a finite number is kept in raw.
+func (o *optNum) UnmarshalJSON(b []byte) error {
+	*o = optNum{}
+	switch c := b[0]; {
+	case c == 'n': // null: absent
+	case c == '-' || c >= '0' && c <= '9':
+		f, err := strconv.ParseFloat(string(b), 64)
+		if err != nil || !finite(f) { // the scanner checked the syntax: only overflow is left
+			o.raw = b
+			return nil
+		}
+		o.v, o.set = f, true
+	default:
+		o.raw = b
+	}
+	return nil
+}
+
+// given reports whether the field held anything but null.
+func (o *optNum) given() bool { return o.set || o.raw != nil }
+
+// optRef is the optional alt_ref.
+type optRef struct {
+	ref string // RefAMSL, RefWGS84 or RefAGL once recognised
+	raw []byte // the JSON value when it is not a known reference
+}
+
+// UnmarshalJSON never fails. The references are matched without regard to
+// case, and MSL (MAVLink's name for it) is AMSL.
+func (o *optRef) UnmarshalJSON(b []byte) error {
+	*o = optRef{}
+	if b[0] == 'n' {
+		return nil
+	}
+	if b[0] == '"' {
+		s := string(b[1 : len(b)-1])
+		if strings.IndexByte(s, '\\') >= 0 {
+			_ = json.Unmarshal(b, &s)
+		}
+		switch {
+		case strings.EqualFold(s, RefAMSL), strings.EqualFold(s, "MSL"):
+			o.ref = RefAMSL
+		case strings.EqualFold(s, RefWGS84):
+			o.ref = RefWGS84
+		case strings.EqualFold(s, RefAGL):
+			o.ref = RefAGL
+		}
+	}
+	if o.ref == "" {
+		o.raw = b
+	}
+	return nil
 }
 
 // Decode parses and validates one JSON record. The error is a *FieldError.
+// Optional fields are read as DecodeWarn reads them; its warnings are
+// discarded.
 func Decode(data []byte) (Position, error) {
+	p, _, err := DecodeWarn(data, nil)
+	return p, err
+}
+
+// DecodeWarn parses and validates one JSON record, appending to warns one
+// FieldWarning for each optional field it dropped. The required fields
+// (drone_id, seq, ts, lat, lon) are strict: the error, a *FieldError, names
+// the first bad one, and warns comes back unchanged. Optional fields follow
+// real feeds' conventions, then are dropped with a warning when they are
+// outside all of them:
+//
+//   - null is absent, for every optional field.
+//   - heading_deg: 360 is north (0); a negative track (ASTM F3411 tracks run
+//     -359.99..359.99) is turned by +360; 361 (Remote ID's unknown) and
+//     655.35 (MAVLink's UINT16_MAX centidegrees) are absent; the rest of
+//     [-360, 360] is kept, anything else dropped.
+//   - speed_mps: 255 (Remote ID) and 655.35 (MAVLink) are absent; a negative
+//     speed is dropped.
+//   - alt_m, agl_m: -1000 (Remote ID's unknown) is absent.
+//   - alt_ref: AMSL, WGS84, AGL in any case, MSL for AMSL. An unknown alt_ref
+//     drops alt_m with it: read without its reference alt_m would count as
+//     AMSL, the permissive reading; without it the height is unknown, which
+//     alarms.
+//   - alt_ref AGL with an agl_m that differs from alt_m drops both heights:
+//     which one is right is unknown.
+//   - A JSON value of the wrong type, or a number beyond float64, is dropped.
+//
+// With no warning DecodeWarn allocates nothing for warns; pass a reused
+// slice (warns[:0]) to keep it so when there are.
+func DecodeWarn(data []byte, warns []FieldWarning) (Position, []FieldWarning, error) {
 	var w wire
 	if err := json.Unmarshal(data, &w); err != nil {
-		return Position{}, jsonError(err)
+		return Position{}, warns, jsonError(err)
 	}
-	return w.position()
+	return w.position(warns)
 }
 
 // DecodeAll parses a JSON object or an array of objects (application/json
 // bodies). Errors carry the zero-based index of the bad element.
 func DecodeAll(data []byte) ([]Position, []IndexedError) {
-	data = bytes.TrimSpace(data)
+	data = bytes.TrimSpace(TrimBOM(data))
 	if len(data) > 0 && data[0] == '[' {
 		var raws []json.RawMessage
 		if err := json.Unmarshal(data, &raws); err != nil {
@@ -111,6 +237,14 @@ func DecodeAll(data []byte) ([]Position, []IndexedError) {
 	}
 	return []Position{p}, nil
 }
+
+// bom is the UTF-8 byte order mark, which some editors and Windows tools
+// write at the start of a text file.
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// TrimBOM returns b without a leading UTF-8 byte order mark. Call it on the
+// start of a body or file, not on each record.
+func TrimBOM(b []byte) []byte { return bytes.TrimPrefix(b, bom) }
 
 // IndexedError is a FieldError of the Index-th record of a request.
 type IndexedError struct {
@@ -144,59 +278,131 @@ func kindName(k string) string {
 	return k
 }
 
-func (w *wire) position() (Position, error) {
+func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) {
 	var p Position
 	switch {
 	case w.DroneID == nil:
-		return p, &FieldError{"drone_id", "required"}
+		return p, warns, &FieldError{"drone_id", "required"}
 	case !validDroneID(*w.DroneID):
-		return p, &FieldError{"drone_id", "must be 1-64 characters of [A-Za-z0-9._:-]"}
+		return p, warns, &FieldError{"drone_id", "must be 1-64 characters of [A-Za-z0-9._:-]"}
 	case w.Seq == nil:
-		return p, &FieldError{"seq", "required"}
+		return p, warns, &FieldError{"seq", "required"}
 	case *w.Seq < 0:
-		return p, &FieldError{"seq", "must not be negative"}
+		return p, warns, &FieldError{"seq", "must not be negative"}
 	case w.TS == nil:
-		return p, &FieldError{"ts", "required"}
+		return p, warns, &FieldError{"ts", "required"}
 	case w.Lat == nil:
-		return p, &FieldError{"lat", "required"}
+		return p, warns, &FieldError{"lat", "required"}
 	case !finite(*w.Lat) || *w.Lat < -90 || *w.Lat > 90:
-		return p, &FieldError{"lat", "must be between -90 and 90"}
+		return p, warns, &FieldError{"lat", "must be between -90 and 90"}
 	case w.Lon == nil:
-		return p, &FieldError{"lon", "required"}
+		return p, warns, &FieldError{"lon", "required"}
 	case !finite(*w.Lon) || *w.Lon < -180 || *w.Lon > 180:
-		return p, &FieldError{"lon", "must be between -180 and 180"}
+		return p, warns, &FieldError{"lon", "must be between -180 and 180"}
 	}
 	ts, err := time.Parse(time.RFC3339Nano, *w.TS)
 	if err != nil {
-		return p, &FieldError{"ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-12-02T10:15:03.250Z"}
+		return p, warns, &FieldError{"ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-12-02T10:15:03.250Z"}
 	}
-	p = Position{DroneID: *w.DroneID, Seq: *w.Seq, TS: ts.UTC(), Lat: *w.Lat, Lon: *w.Lon,
-		AltM: w.AltM, AGLM: w.AGLM, SpeedMPS: w.SpeedMPS, HeadingDeg: w.HeadingDeg}
-	if w.AltRef != nil {
-		switch *w.AltRef {
-		case RefAMSL, RefWGS84, RefAGL:
-			p.AltRef = *w.AltRef
-		default:
-			return p, &FieldError{"alt_ref", "must be AMSL, WGS84 or AGL"}
+	p = Position{DroneID: *w.DroneID, Seq: *w.Seq, TS: ts.UTC(), Lat: *w.Lat, Lon: *w.Lon, AltRef: w.AltRef.ref}
+
+	alt, altOK, warns := number(&w.AltM, "alt_m", warns)
+	if altOK && alt == unknownHeightRID {
+		altOK = false
+	}
+	if w.AltRef.raw != nil {
+		warns = append(warns, FieldWarning{"alt_ref", quote(w.AltRef.raw) + " is not AMSL, WGS84 or AGL; dropped"})
+		if altOK {
+			// Without alt_ref, alt_m would be read as AMSL: the permissive
+			// reading when it was meant as AGL. Unknown height alarms.
+			warns = append(warns, FieldWarning{"alt_m", "dropped with alt_ref, which is unknown: the height counts as unknown"})
+			altOK = false
 		}
 	}
-	if p.AltM != nil && !finite(*p.AltM) {
-		return p, &FieldError{"alt_m", "must be a finite number"}
+	agl, aglOK, warns := number(&w.AGLM, "agl_m", warns)
+	if aglOK && agl == unknownHeightRID {
+		aglOK = false
 	}
-	if p.AGLM != nil && !finite(*p.AGLM) {
-		return p, &FieldError{"agl_m", "must be a finite number"}
+	if p.AltRef == RefAGL && altOK && aglOK && alt != agl {
+		warns = append(warns,
+			FieldWarning{"alt_m", "dropped: alt_ref AGL makes it the height above ground, and agl_m differs; which is right is unknown"},
+			FieldWarning{"agl_m", "dropped: it differs from alt_m, which alt_ref AGL makes the height above ground; which is right is unknown"})
+		altOK, aglOK = false, false
 	}
-	if p.AltRef == RefAGL && p.AltM != nil && p.AGLM != nil && *p.AltM != *p.AGLM {
-		return p, &FieldError{"agl_m", "differs from alt_m, which alt_ref AGL says is height above ground"}
+	speed, speedOK, warns := number(&w.SpeedMPS, "speed_mps", warns)
+	switch {
+	case !speedOK:
+	case speed == unknownSpeedRID || speed == unknownSpeedMAVLink:
+		speedOK = false
+	case speed < 0:
+		warns = append(warns, FieldWarning{"speed_mps", formatFloat(speed) + " is negative; dropped"})
+		speedOK = false
+	case speed == 0:
+		speed = 0 // not -0
 	}
-	if p.SpeedMPS != nil && (!finite(*p.SpeedMPS) || *p.SpeedMPS < 0) {
-		return p, &FieldError{"speed_mps", "must be a number >= 0"}
+	head, headOK, warns := number(&w.HeadingDeg, "heading_deg", warns)
+	switch {
+	case !headOK:
+	case head == unknownTrackRID || head == unknownHeadingMAVLink:
+		headOK = false
+	case head < -360 || head > 360:
+		warns = append(warns, FieldWarning{"heading_deg", formatFloat(head) + " is outside [-360, 360] (361: unknown); dropped"})
+		headOK = false
+	default:
+		if head < 0 {
+			// Rounded to 1e-9°: -359.99 + 360 is 0.00999999999999 in float64.
+			head = math.Round((head+360)*1e9) / 1e9
+		}
+		if head >= 360 {
+			head -= 360
+		}
+		if head == 0 {
+			head = 0 // not -0
+		}
 	}
-	if p.HeadingDeg != nil && (!finite(*p.HeadingDeg) || *p.HeadingDeg < 0 || *p.HeadingDeg >= 360) {
-		return p, &FieldError{"heading_deg", "must be in [0, 360)"}
+
+	// One allocation holds every kept number.
+	if altOK || aglOK || speedOK || headOK {
+		v := new([4]float64)
+		if altOK {
+			v[0], p.AltM = alt, &v[0]
+		}
+		if aglOK {
+			v[1], p.AGLM = agl, &v[1]
+		}
+		if speedOK {
+			v[2], p.SpeedMPS = speed, &v[2]
+		}
+		if headOK {
+			v[3], p.HeadingDeg = head, &v[3]
+		}
 	}
-	return p, nil
+	return p, warns, nil
 }
+
+// number reads an optional number, warning when the field held something
+// else.
+func number(o *optNum, field string, warns []FieldWarning) (float64, bool, []FieldWarning) {
+	if o.raw != nil {
+		what := "must be a number, got JSON " + quote(o.raw)
+		if c := o.raw[0]; c == '-' || c >= '0' && c <= '9' {
+			what = quote(o.raw) + " is beyond the range of a float64"
+		}
+		warns = append(warns, FieldWarning{field, what + "; dropped"})
+	}
+	return o.v, o.set, warns
+}
+
+// quote shortens a JSON value for a warning.
+func quote(raw []byte) string {
+	const max = 40
+	if len(raw) > max {
+		return string(raw[:max]) + "..."
+	}
+	return string(raw)
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 

@@ -2,7 +2,9 @@ package telemetry
 
 import (
 	"errors"
+	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,11 +61,10 @@ func TestDecodeInvalidNamesField(t *testing.T) {
 		{"lat out of range", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":91,"lon":2}`, "lat"},
 		{"missing lon", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1}`, "lon"},
 		{"lon out of range", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":-180.5}`, "lon"},
-		{"bad alt_ref", `{` + ok + `,"alt_ref":"MSL"}`, "alt_ref"},
-		{"alt_m string", `{` + ok + `,"alt_m":"high"}`, "alt_m"},
-		{"agl conflict", `{` + ok + `,"alt_m":10,"alt_ref":"AGL","agl_m":12}`, "agl_m"},
-		{"negative speed", `{` + ok + `,"speed_mps":-1}`, "speed_mps"},
-		{"heading 360", `{` + ok + `,"heading_deg":360}`, "heading_deg"},
+		{"lat null", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":null,"lon":2}`, "lat"},
+		{"lat as string", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":"1","lon":2}`, "lat"},
+		{"required wrong even with a bad optional", `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"heading_deg":"x"}`, "lon"},
+		{"BOM inside a record", "\ufeff{" + ok + "}", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +80,139 @@ func TestDecodeInvalidNamesField(t *testing.T) {
 				t.Fatal("not ErrInvalid")
 			}
 		})
+	}
+}
+
+// TestDecodeOptionalFields: an optional field follows the published
+// conventions, or is dropped with a warning naming it; the position is kept.
+func TestDecodeOptionalFields(t *testing.T) {
+	const req = `"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2`
+	base := Position{DroneID: "D", Seq: 1, TS: time.Date(2026, 12, 2, 10, 15, 3, 0, time.UTC), Lat: 1, Lon: 2}
+	with := func(f func(*Position)) Position { p := base; f(&p); return p }
+	tests := []struct {
+		name      string
+		fields    string
+		want      Position
+		wantWarns []string // fields warned about, in order
+	}{
+		{"heading 360 is north", `"heading_deg":360`, with(func(p *Position) { p.HeadingDeg = Float(0) }), nil},
+		{"heading 360.0 is north", `"heading_deg":360.0`, with(func(p *Position) { p.HeadingDeg = Float(0) }), nil},
+		{"heading just below 360 kept", `"heading_deg":359.99`, with(func(p *Position) { p.HeadingDeg = Float(359.99) }), nil},
+		{"negative track turned", `"heading_deg":-90.5`, with(func(p *Position) { p.HeadingDeg = Float(269.5) }), nil},
+		{"ASTM minimum track", `"heading_deg":-359.99`, with(func(p *Position) { p.HeadingDeg = Float(0.01) }), nil},
+		{"-360 is north", `"heading_deg":-360`, with(func(p *Position) { p.HeadingDeg = Float(0) }), nil},
+		{"-0 is 0", `"heading_deg":-0`, with(func(p *Position) { p.HeadingDeg = Float(0) }), nil},
+		{"Remote ID unknown track", `"heading_deg":361`, base, nil},
+		{"MAVLink unknown heading", `"heading_deg":655.35`, base, nil},
+		{"heading beyond every convention", `"heading_deg":1000`, base, []string{"heading_deg"}},
+		{"heading just above 360", `"heading_deg":360.5`, base, []string{"heading_deg"}},
+		{"heading just below -360", `"heading_deg":-360.01`, base, []string{"heading_deg"}},
+		{"heading null", `"heading_deg":null`, base, nil},
+		{"heading a string", `"heading_deg":"north"`, base, []string{"heading_deg"}},
+		{"heading an object", `"heading_deg":{"v":1}`, base, []string{"heading_deg"}},
+		{"heading beyond float64", `"heading_deg":1e400`, base, []string{"heading_deg"}},
+		{"negative speed", `"speed_mps":-5`, base, []string{"speed_mps"}},
+		{"Remote ID unknown speed", `"speed_mps":255`, base, nil},
+		{"Remote ID top speed kept", `"speed_mps":254.25`, with(func(p *Position) { p.SpeedMPS = Float(254.25) }), nil},
+		{"MAVLink unknown speed", `"speed_mps":655.35`, base, nil},
+		{"speed true", `"speed_mps":true`, base, []string{"speed_mps"}},
+		{"Remote ID unknown altitude", `"alt_m":-1000,"agl_m":-1000`, base, nil},
+		{"altitude -999 kept", `"alt_m":-999`, with(func(p *Position) { p.AltM = Float(-999) }), nil},
+		{"alt_m a string", `"alt_m":"high","speed_mps":3`, with(func(p *Position) { p.SpeedMPS = Float(3) }), []string{"alt_m"}},
+		{"MSL is AMSL", `"alt_m":80,"alt_ref":"MSL"`, with(func(p *Position) { p.AltM, p.AltRef = Float(80), RefAMSL }), nil},
+		{"reference in lower case", `"alt_m":30,"alt_ref":"agl"`, with(func(p *Position) { p.AltM, p.AltRef = Float(30), RefAGL }), nil},
+		{"reference escaped", `"alt_m":30,"alt_ref":"\u0041GL"`, with(func(p *Position) { p.AltM, p.AltRef = Float(30), RefAGL }), nil},
+		{"alt_ref null", `"alt_m":30,"alt_ref":null`, with(func(p *Position) { p.AltM = Float(30) }), nil},
+		// An unknown reference takes alt_m with it: read as AMSL it would be
+		// the permissive reading. agl_m does not depend on alt_ref.
+		{"unknown alt_ref drops alt_m", `"alt_m":30,"alt_ref":"XYZ","agl_m":30`, with(func(p *Position) { p.AGLM = Float(30) }), []string{"alt_ref", "alt_m"}},
+		{"unknown alt_ref alone", `"alt_ref":"XYZ"`, base, []string{"alt_ref"}},
+		{"alt_ref a number", `"alt_m":30,"alt_ref":5`, base, []string{"alt_ref", "alt_m"}},
+		{"AGL conflict drops both heights", `"alt_m":10,"alt_ref":"AGL","agl_m":12,"speed_mps":1`,
+			with(func(p *Position) { p.AltRef, p.SpeedMPS = RefAGL, Float(1) }), []string{"alt_m", "agl_m"}},
+		{"every optional bad", `"alt_m":[1],"alt_ref":"?","agl_m":false,"speed_mps":-1,"heading_deg":999`, base,
+			[]string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(`{` + req + `,` + tc.fields + `}`)
+			got, warns, err := DecodeWarn(in, nil)
+			if err != nil {
+				t.Fatalf("%v: the position was lost over an optional field", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %s\nwant %s", got.AppendJSON(nil), tc.want.AppendJSON(nil))
+			}
+			var fields []string
+			for _, w := range warns {
+				fields = append(fields, w.Field)
+				if w.Warning == "" || !strings.Contains(w.Warning, "dropped") {
+					t.Errorf("warning %+v does not say the value was dropped", w)
+				}
+			}
+			if !reflect.DeepEqual(fields, tc.wantWarns) {
+				t.Errorf("warnings %+v, want fields %v", warns, tc.wantWarns)
+			}
+			// Decode keeps the same record and drops the warnings.
+			p, err := Decode(in)
+			if err != nil || !reflect.DeepEqual(p, got) {
+				t.Errorf("Decode: %+v, %v", p, err)
+			}
+			checkInRange(t, got)
+		})
+	}
+}
+
+// TestDecodeWarnKeepsCallerSlice: warnings are appended to the slice passed
+// in, and a rejected record leaves it as it was.
+func TestDecodeWarnKeepsCallerSlice(t *testing.T) {
+	prev := []FieldWarning{{"x", "earlier"}}
+	_, ws, err := DecodeWarn([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"heading_deg":999}`), prev)
+	if err != nil || len(ws) != 2 || ws[0] != prev[0] || ws[1].Field != "heading_deg" {
+		t.Fatalf("got %+v, %v", ws, err)
+	}
+	_, ws, err = DecodeWarn([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"heading_deg":999}`), prev)
+	if err == nil || len(ws) != 1 {
+		t.Fatalf("a rejected record: %+v, %v", ws, err)
+	}
+}
+
+func TestTrimBOM(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"\ufeff{}", "{}"}, {"{}", "{}"}, {"\ufeff", ""}, {"x\ufeff", "x\ufeff"}, {"\xef\xbb", "\xef\xbb"},
+	} {
+		if got := string(TrimBOM([]byte(tc.in))); got != tc.want {
+			t.Errorf("TrimBOM(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	ps, errs := DecodeAll([]byte("\ufeff[" + `{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2}` + "]"))
+	if len(ps) != 1 || errs != nil {
+		t.Fatalf("DecodeAll with a BOM: %d records, %+v", len(ps), errs)
+	}
+}
+
+// checkInRange fails when a kept record carries an optional value outside
+// the ranges the contract promises downstream.
+func checkInRange(t *testing.T, p Position) {
+	t.Helper()
+	if h := p.HeadingDeg; h != nil && (!finite(*h) || *h < 0 || *h >= 360 || math.Signbit(*h)) {
+		t.Errorf("kept heading_deg %v", *h)
+	}
+	if s := p.SpeedMPS; s != nil && (!finite(*s) || *s < 0 || math.Signbit(*s) || *s == unknownSpeedRID || *s == unknownSpeedMAVLink) {
+		t.Errorf("kept speed_mps %v", *s)
+	}
+	for name, v := range map[string]*float64{"alt_m": p.AltM, "agl_m": p.AGLM} {
+		if v != nil && (!finite(*v) || *v == unknownHeightRID) {
+			t.Errorf("kept %s %v", name, *v)
+		}
+	}
+	switch p.AltRef {
+	case "", RefAMSL, RefWGS84, RefAGL:
+	default:
+		t.Errorf("kept alt_ref %q", p.AltRef)
+	}
+	if p.AltRef == RefAGL && p.AltM != nil && p.AGLM != nil && *p.AltM != *p.AGLM {
+		t.Errorf("kept alt_m %v AGL with agl_m %v", *p.AltM, *p.AGLM)
 	}
 }
 
@@ -140,15 +274,31 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.250Z","lat":51.4706,"lon":-0.4619,"alt_m":85.0}`))
 	f.Add([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"alt_ref":"AGL","agl_m":3}`))
 	f.Add([]byte(`[{}]`))
+	f.Add([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"heading_deg":-359.99,"speed_mps":255,"alt_m":-1000}`))
+	f.Add([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"heading_deg":1e400,"alt_ref":"xyz","alt_m":5}`))
+	f.Add([]byte(`{"drone_id":"D","seq":1,"ts":"2026-12-02T10:15:03Z","lat":1,"lon":2,"heading_deg":null,"speed_mps":"3","agl_m":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Decode(data)
+		p, warns, err := DecodeWarn(data, nil)
 		if err != nil {
+			if len(warns) != 0 {
+				t.Fatalf("a rejected record came with warnings %+v", warns)
+			}
 			return
 		}
+		// A kept record never carries an out-of-range optional value.
+		checkInRange(t, p)
+		for _, w := range warns {
+			if w.Field == "" || w.Warning == "" {
+				t.Fatalf("warning %+v names no field or reason", w)
+			}
+		}
 		// A valid record re-encodes to something that decodes to itself.
-		again, err := Decode(p.AppendJSON(nil))
+		again, rewarns, err := DecodeWarn(p.AppendJSON(nil), nil)
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", p.AppendJSON(nil), err)
+		}
+		if len(rewarns) != 0 {
+			t.Fatalf("the canonical encoding %s warns %+v", p.AppendJSON(nil), rewarns)
 		}
 		if !reflect.DeepEqual(again, p) {
 			t.Fatalf("round trip changed %+v into %+v", p, again)
