@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 )
 
 func parseServe(args []string, env map[string]string) (Config, error) {
@@ -108,68 +103,6 @@ func TestRunExitCodes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestOpenAPICoversRoutes: every route of the router is a path and method
-// of openapi.yaml, and the spec names no route the router lacks.
-func TestOpenAPICoversRoutes(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	svc, err := newService(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.ln.Close()
-	inRouter := map[string]bool{}
-	err = chi.Walk(svc.api.Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		inRouter[strings.ToLower(method)+" "+route] = true
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inSpec := specRoutes(t, openapiYAML)
-	for r := range inRouter {
-		if !inSpec[r] {
-			t.Errorf("route %q is not in openapi.yaml", r)
-		}
-	}
-	for r := range inSpec {
-		if !inRouter[r] {
-			t.Errorf("openapi.yaml documents %q, which the router lacks", r)
-		}
-	}
-	if len(inRouter) < 5 {
-		t.Errorf("router has only %v", inRouter)
-	}
-}
-
-// specRoutes reads "method path" pairs from the paths section of an
-// OpenAPI YAML document (paths at indent 2, methods at indent 4).
-func specRoutes(t *testing.T, spec []byte) map[string]bool {
-	out := map[string]bool{}
-	pathRe := regexp.MustCompile(`^  (/[^:]*):\s*$`)
-	methodRe := regexp.MustCompile(`^    (get|put|post|delete|patch|head|options):\s*$`)
-	sc := bufio.NewScanner(bytes.NewReader(spec))
-	inPaths, cur := false, ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "paths:":
-			inPaths = true
-		case len(line) > 0 && line[0] != ' ':
-			inPaths = false
-		case !inPaths:
-		case pathRe.MatchString(line):
-			cur = pathRe.FindStringSubmatch(line)[1]
-		case methodRe.MatchString(line) && cur != "":
-			out[methodRe.FindStringSubmatch(line)[1]+" "+cur] = true
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no paths found in openapi.yaml")
-	}
-	return out
 }
 
 // TestReadmeTable: every flag and environment variable of Config is in
