@@ -55,6 +55,18 @@ func refVertical(v *Volume, h Heights, buf float64) (ok, assumed bool) {
 		if l == nil {
 			continue
 		}
+		if l.Ref == RefUnknown {
+			// Any reference it might be in: met if one is unknown or met.
+			met := !h.HasAMSL || !h.HasWGS84 || !h.HasAGL
+			for _, val := range []float64{h.AMSL, h.WGS84, h.AGL} {
+				met = met || (i == 0 && val >= l.M-buf) || (i == 1 && val <= l.M+buf)
+			}
+			if !met {
+				return false, false
+			}
+			assumed = true
+			continue
+		}
 		val, known := h.Get(l.Ref)
 		if !known {
 			assumed = true
@@ -206,7 +218,7 @@ func randomPolygon(rng *rand.Rand, cx, cy, size float64) orb.Polygon {
 }
 
 func randomLimit(rng *rand.Rand, lo, hi float64) *Limit {
-	return &Limit{M: lo + (hi-lo)*rng.Float64(), Ref: Ref(rng.IntN(3))}
+	return &Limit{M: lo + (hi-lo)*rng.Float64(), Ref: Ref(rng.IntN(4))} // RefUnknown too
 }
 
 func randomZone(rng *rand.Rand, i int, c genConfig) *Zone {

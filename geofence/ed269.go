@@ -21,7 +21,11 @@ func ParseED269(r io.Reader) (*ZoneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseED269Tree(root)
+	set, err := parseED269Tree(root, &problems{})
+	if set != nil {
+		set.Report.Format = FormatED269
+	}
+	return set, err
 }
 
 // decodeTree reads a whole zone file and decodes it into a generic JSON
@@ -31,6 +35,7 @@ func decodeTree(r io.Reader) ([]byte, any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	b = skipBOM(b)
 	var root any
 	if err := json.Unmarshal(b, &root); err != nil {
 		return nil, nil, fileProblem("", jsonMsg(err))
@@ -114,20 +119,23 @@ func ed269Zones(root any) ([]any, string, error) {
 	return nil, "", fileProblem("", "no zone list found (expected features, UASZoneList or uas_zones)")
 }
 
-func parseED269Tree(root any) (*ZoneSet, error) {
+func parseED269Tree(root any, ps *problems) (*ZoneSet, error) {
 	zones, listKey, err := ed269Zones(root)
 	if err != nil {
 		return nil, err
 	}
-	var ps problems
 	set := &ZoneSet{Zones: make([]*Zone, 0, len(zones))}
 	seen := make(map[string]int, len(zones))
 	for i, zv := range zones {
-		z, skip := parseED269Zone(i, zv, &ps)
-		if z == nil || skip {
+		z, skip := parseED269Zone(i, zv, ps)
+		if z == nil {
 			continue
 		}
-		checkUnique(seen, i, z.ID, "identifier", &ps)
+		if skip {
+			ps.drop(i, z.ID, DropNoRestriction)
+			continue
+		}
+		checkUnique(seen, i, z.ID, "identifier", ps)
 		set.Zones = append(set.Zones, z)
 	}
 	if err := ps.err(); err != nil {
@@ -139,7 +147,7 @@ func parseED269Tree(root any) (*ZoneSet, error) {
 			version, _ = json.Marshal(v)
 		}
 	}
-	finish(set, version)
+	finish(set, version, ps)
 	return set, nil
 }
 
@@ -213,7 +221,8 @@ func parseED269Zone(i int, zv any, ps *problems) (z *Zone, skip bool) {
 			}
 		}
 	}
-	add := func(field, msg string) { ps.add(i, id, field, msg) }
+	f := &feat{ps: ps, i: i, id: id}
+	add := f.add
 	z = &Zone{ID: id}
 	if v, ok := o.get("name"); ok {
 		z.Name = text(v)
@@ -230,14 +239,10 @@ func parseED269Zone(i int, zv any, ps *problems) (z *Zone, skip bool) {
 		z.Authority = authorityName(a)
 	}
 	if v, ok := o.get("clear_buffer_m"); ok {
-		f, isNum := v.(float64)
-		if !isNum {
-			add("clear_buffer_m", "must be a number")
-		}
-		z.ClearBufferM = f
+		z.ClearBufferM, _ = treeNum(v, "clear_buffer_m", f)
 	}
 	if v, ok := o.get("applicability"); ok {
-		z.Windows = parseApplicability(v, "applicability", add)
+		z.Windows = parseApplicability(v, "applicability", f)
 	}
 	g, _ := o.get("geometry")
 	geoms := list(g)
@@ -245,7 +250,7 @@ func parseED269Zone(i int, zv any, ps *problems) (z *Zone, skip bool) {
 		add("geometry", "required")
 	}
 	for gi, gv := range geoms {
-		v, ok := parseED269Volume(gv, idx("geometry", gi), add)
+		v, ok := parseED269Volume(gv, idx("geometry", gi), f)
 		if ok {
 			z.Volumes = append(z.Volumes, v)
 		}
@@ -256,78 +261,34 @@ func parseED269Zone(i int, zv any, ps *problems) (z *Zone, skip bool) {
 	if len(z.Volumes) == len(geoms) && len(geoms) > 0 {
 		checkZone(z, &ed269Names, add)
 	}
+	checkPast(z, "applicability", f)
 	return z, false
 }
 
-func parseED269Volume(gv any, field string, add func(field, msg string)) (Volume, bool) {
+var ed269Limits = limitKeys{format: "ED-269", uom: "uomDimensions", lower: "lowerLimit", lowerRef: "lowerVerticalReference",
+	upper: "upperLimit", upperRef: "upperVerticalReference", units: "M, FT or FL"}
+
+func parseED269Volume(gv any, field string, f *feat) (Volume, bool) {
 	var v Volume
 	g, ok := asObj(gv)
 	if !ok {
-		add(field, "must be an object")
+		f.add(field, "must be an object")
 		return v, false
 	}
-	scale := 1.0
-	if u, ok := g.get("uomDimensions"); ok {
-		us, _ := u.(string)
-		s, ok := unitScale(us)
-		if !ok {
-			add(field+".uomDimensions", fmt.Sprintf("must be M, FT or FL, not %v", u))
-		}
-		scale = s
-	}
-	v.Floor = ed269Limit(g, "lowerLimit", "lowerVerticalReference", scale, field, add)
-	v.Ceiling = ed269Limit(g, "upperLimit", "upperVerticalReference", scale, field, add)
+	v.Floor, v.Ceiling = readLimits(g, ed269Limits, field+".", f)
 	hp, ok := g.get("horizontalProjection")
 	if !ok {
-		add(field+".horizontalProjection", "required")
+		f.add(field+".horizontalProjection", "required")
 		return v, false
 	}
-	return v, parseProjection(hp, field+".horizontalProjection", &v, add)
-}
-
-func unitScale(u string) (float64, bool) {
-	switch upperASCII(u) {
-	case "M", "":
-		return 1, true
-	case "FT":
-		return 0.3048, true
-	case "FL":
-		return 30.48, true // flight levels: hundreds of feet
-	}
-	return 1, false
-}
-
-func ed269Limit(g obj, key, refKey string, scale float64, field string, add func(field, msg string)) *Limit {
-	lv, ok := g.get(key)
-	if !ok {
-		return nil
-	}
-	f, isNum := lv.(float64)
-	if !isNum {
-		add(field+"."+key, "must be a number or null")
-		return nil
-	}
-	l := &Limit{M: f * scale, Ref: AMSL}
-	if rv, ok := g.get(refKey); ok {
-		rs, _ := rv.(string)
-		r, ok := ParseRef(rs)
-		if upperASCII(rs) == "STD" {
-			// Pressure altitude (flight levels): compared as AMSL, which
-			// it equals in the standard atmosphere.
-			r, ok = AMSL, true
-		}
-		if !ok {
-			add(field+"."+refKey, fmt.Sprintf("must be AGL, AMSL, WGS84 or STD, not %v", rv))
-		}
-		l.Ref = r
-	}
-	return l
+	return v, parseProjection(hp, field+".horizontalProjection", &v, f)
 }
 
 // parseProjection reads an ED-269 horizontal projection: a GeoJSON-like
 // Polygon or MultiPolygon, or {"type": "Circle", "center": [lon, lat],
 // "radius": m}.
-func parseProjection(hv any, field string, v *Volume, add func(field, msg string)) bool {
+func parseProjection(hv any, field string, v *Volume, f *feat) bool {
+	add := f.add
 	h, ok := asObj(hv)
 	if !ok {
 		add(field, "must be an object")
@@ -340,9 +301,12 @@ func parseProjection(hv any, field string, v *Volume, add func(field, msg string
 		cv, _ := h.get("center")
 		c, ok := treePosition(cv, field+".center", add)
 		rv, hasR := h.get("radius")
-		r, isNum := rv.(float64)
-		if !hasR || !isNum {
-			add(field+".radius", "must be a number")
+		if !hasR {
+			add(field+".radius", "required for a Circle")
+			return false
+		}
+		r, isNum := treeNum(rv, field+".radius", f)
+		if !isNum {
 			return false
 		}
 		if !ok {
@@ -424,7 +388,8 @@ func treePolygon(v any, field string, add func(field, msg string)) (orb.Polygon,
 // limitedApplicability): a list of periods, or one object. A period that is
 // permanent and has no bounds or schedule makes the zone always active,
 // which is returned as no windows.
-func parseApplicability(v any, field string, add func(field, msg string)) []Window {
+func parseApplicability(v any, field string, fe *feat) []Window {
+	add := fe.add
 	var ws []Window
 	always := false
 	for ai, av := range list(v) {
@@ -439,10 +404,10 @@ func parseApplicability(v any, field string, add func(field, msg string)) []Wind
 		}
 		var w Window
 		if s, ok := a.get("startDateTime"); ok {
-			w.From = treeTime(s, f+".startDateTime", add)
+			w.From = treeTime(s, false, f+".startDateTime", fe)
 		}
 		if s, ok := a.get("endDateTime"); ok {
-			w.Until = treeTime(s, f+".endDateTime", add)
+			w.Until = treeTime(s, true, f+".endDateTime", fe)
 		}
 		for _, key := range []string{"schedule", "dailyPeriod"} {
 			sv, ok := a.get(key)
@@ -450,7 +415,7 @@ func parseApplicability(v any, field string, add func(field, msg string)) []Wind
 				continue
 			}
 			for si, pv := range list(sv) {
-				ivs, ok := parseDailyPeriod(pv, idx(f+"."+key, si), add)
+				ivs, ok := parseDailyPeriod(pv, idx(f+"."+key, si), fe)
 				if ok {
 					w.Weekly = append(w.Weekly, ivs...)
 				}
@@ -470,17 +435,13 @@ func parseApplicability(v any, field string, add func(field, msg string)) []Wind
 	return ws
 }
 
-func treeTime(v any, field string, add func(field, msg string)) time.Time {
+func treeTime(v any, end bool, field string, f *feat) time.Time {
 	s, ok := v.(string)
 	if !ok {
-		add(field, "must be a date-time string")
+		f.add(field, "must be a date-time string")
 		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		add(field, fmt.Sprintf("must be an RFC 3339 date-time, not %q", s))
-		return time.Time{}
-	}
+	t, _ := dateTime(s, end, field, f)
 	return t
 }
 
@@ -490,7 +451,8 @@ var dayIndex = map[string]int{"MON": 0, "TUE": 1, "WED": 2, "THU": 3, "FRI": 4, 
 // intervals in UTC. Days default to every day; a start time defaults to
 // 00:00 and an end time to 24:00; an end at or before the start runs into
 // the next day; an end of 23:59 or 23:59:59 means the end of the day.
-func parseDailyPeriod(v any, field string, add func(field, msg string)) ([]WeeklyInterval, bool) {
+func parseDailyPeriod(v any, field string, f *feat) ([]WeeklyInterval, bool) {
+	add := f.add
 	p, ok := asObj(v)
 	if !ok {
 		add(field, "must be an object")
@@ -515,30 +477,56 @@ func parseDailyPeriod(v any, field string, add func(field, msg string)) ([]Weekl
 	} else {
 		days = []int{0, 1, 2, 3, 4, 5, 6}
 	}
-	start, end := 0, 86400
-	if sv, ok := p.get("startTime"); ok {
-		s, off, ok := parseTimeOfDay(sv)
+	// widen is how much earlier the start and later the end may be when a
+	// time has no offset and is read conservatively.
+	start, end, widenStart, widenEnd := 0, 86400, 0, 0
+	timeOf := func(key, example string) (t, off, widen int, ok bool) {
+		tv, present := p.get(key)
+		if !present {
+			return 0, 0, 0, false
+		}
+		t, off, hasOff, good := parseTimeOfDay(tv)
+		if !good {
+			add(field+"."+key, fmt.Sprintf("must be a time of day like %s, not %v", example, tv))
+			return 0, 0, 0, false
+		}
+		if !hasOff {
+			if !f.conservative() {
+				add(field+"."+key, fmt.Sprintf("%q %s; add the offset, or load conservatively to widen the period to every instant it could mean", tv, noOffsetMsg))
+				return 0, 0, 0, false
+			}
+			w := int(maxWestOffset / time.Second)
+			if key == "startTime" {
+				w = int(maxEastOffset / time.Second)
+			}
+			f.warn(field+"."+key, fmt.Sprintf("%q %s; read conservatively, the period widened by %dh", tv, noOffsetMsg, w/3600))
+			return t, 0, w, true
+		}
+		return t, off, 0, true
+	}
+	if _, present := p.get("startTime"); present {
+		s, off, w, ok := timeOf("startTime", "08:00:00Z")
 		if !ok {
-			add(field+".startTime", fmt.Sprintf("must be a time of day like 08:00:00Z, not %v", sv))
 			return nil, false
 		}
-		start = s - off
+		start, widenStart = s-off, w
 	}
-	if ev, ok := p.get("endTime"); ok {
-		e, off, ok := parseTimeOfDay(ev)
+	if _, present := p.get("endTime"); present {
+		e, off, w, ok := timeOf("endTime", "18:00:00Z")
 		if !ok {
-			add(field+".endTime", fmt.Sprintf("must be a time of day like 18:00:00Z, not %v", ev))
 			return nil, false
 		}
 		if e == 86400-1 || e == 86400-60 {
 			e = 86400 // 23:59:59 (or 23:59) local means midnight
 		}
-		end = e - off
+		end, widenEnd = e-off, w
 	}
 	dur := end - start
 	if dur <= 0 {
 		dur += 86400
 	}
+	start -= widenStart
+	dur = min(dur+widenStart+widenEnd, week)
 	var out []WeeklyInterval
 	for _, d := range days {
 		s := mod(d*86400+start, week)
@@ -561,12 +549,14 @@ func mod(a, m int) int {
 }
 
 // parseTimeOfDay reads HH:MM[:SS[.frac]][Z|±HH:MM] into seconds since
-// local midnight and the offset from UTC in seconds.
-func parseTimeOfDay(v any) (t, off int, ok bool) {
+// local midnight and the offset from UTC in seconds; hasOff is false when
+// the time has neither Z nor an offset.
+func parseTimeOfDay(v any) (t, off int, hasOff, ok bool) {
 	s, isStr := v.(string)
 	if !isStr || len(s) < 5 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
+	hasOff = true
 	switch {
 	case strings.HasSuffix(s, "Z") || strings.HasSuffix(s, "z"):
 		s = s[:len(s)-1]
@@ -574,36 +564,38 @@ func parseTimeOfDay(v any) (t, off int, ok bool) {
 		oh, err1 := strconv.Atoi(s[len(s)-5 : len(s)-3])
 		om, err2 := strconv.Atoi(s[len(s)-2:])
 		if err1 != nil || err2 != nil || oh > 14 || om > 59 {
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 		off = oh*3600 + om*60
 		if s[len(s)-6] == '-' {
 			off = -off
 		}
 		s = s[:len(s)-6]
+	default:
+		hasOff = false
 	}
 	parts := strings.Split(s, ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	h, err := strconv.Atoi(parts[0])
 	if err != nil || h < 0 || h > 24 || len(parts[0]) != 2 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	m, err := strconv.Atoi(parts[1])
 	if err != nil || m < 0 || m > 59 || len(parts[1]) != 2 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	sec := 0.0
 	if len(parts) == 3 {
 		sec, err = strconv.ParseFloat(parts[2], 64)
 		if err != nil || sec < 0 || sec >= 60 || len(parts[2]) < 2 || parts[2][0] == '+' || parts[2][0] == '-' {
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 	}
 	t = h*3600 + m*60 + int(math.Floor(sec))
 	if t > 86400 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
-	return t, off, true
+	return t, off, hasOff, true
 }

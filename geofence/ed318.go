@@ -19,15 +19,18 @@ func ParseED318(r io.Reader) (*ZoneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseED318Tree(root)
+	set, err := parseED318Tree(root, &problems{})
+	if set != nil {
+		set.Report.Format = FormatED318
+	}
+	return set, err
 }
 
-func parseED318Tree(root any) (*ZoneSet, error) {
+func parseED318Tree(root any, ps *problems) (*ZoneSet, error) {
 	o, ok := asObj(root)
 	if !ok {
 		return nil, fileProblem("", "an ED-318 file is a GeoJSON FeatureCollection object")
 	}
-	var ps problems
 	if t, _ := o.get("type"); t != "FeatureCollection" {
 		ps.add(-1, "", "type", fmt.Sprintf("must be \"FeatureCollection\", not %v", t))
 	}
@@ -57,11 +60,15 @@ func parseED318Tree(root any) (*ZoneSet, error) {
 	set := &ZoneSet{Zones: make([]*Zone, 0, len(features))}
 	seen := make(map[string]int, len(features))
 	for i, f := range features {
-		z, skip := parseED318Feature(i, f, &ps)
-		if z == nil || skip {
+		z, skip := parseED318Feature(i, f, ps)
+		if z == nil {
 			continue
 		}
-		checkUnique(seen, i, z.ID, "properties.identifier", &ps)
+		if skip {
+			ps.drop(i, z.ID, DropNoRestriction)
+			continue
+		}
+		checkUnique(seen, i, z.ID, "properties.identifier", ps)
 		set.Zones = append(set.Zones, z)
 	}
 	if err := ps.err(); err != nil {
@@ -71,7 +78,7 @@ func parseED318Tree(root any) (*ZoneSet, error) {
 	if v, ok := o.get("version"); ok {
 		version, _ = json.Marshal(v)
 	}
-	finish(set, version)
+	finish(set, version, ps)
 	return set, nil
 }
 
@@ -103,7 +110,8 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 	if v, ok := p.get("identifier"); ok {
 		id, _ = v.(string)
 	}
-	add := func(field, msg string) { ps.add(i, id, field, msg) }
+	fe := &feat{ps: ps, i: i, id: id}
+	add := fe.add
 	if t, _ := f.get("type"); t != "Feature" {
 		add("type", fmt.Sprintf("must be \"Feature\", not %v", t))
 	}
@@ -127,14 +135,10 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 		z.Authority = authorityName(a)
 	}
 	if v, ok := p.get("limitedApplicability"); ok {
-		z.Windows = parseApplicability(v, "properties.limitedApplicability", add)
+		z.Windows = parseApplicability(v, "properties.limitedApplicability", fe)
 	}
 	if v, ok := p.get("clear_buffer_m"); ok {
-		f, isNum := v.(float64)
-		if !isNum {
-			add("properties.clear_buffer_m", "must be a number")
-		}
-		z.ClearBufferM = f
+		z.ClearBufferM, _ = treeNum(v, "properties.clear_buffer_m", fe)
 	}
 	gv, _ := f.get("geometry")
 	g, isObj := asObj(gv)
@@ -160,13 +164,13 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 				good = false
 				continue
 			}
-			v, ok := parseED318Geometry(eo, p, path, add)
+			v, ok := parseED318Geometry(eo, p, path, fe)
 			good = good && ok
 			z.Volumes = append(z.Volumes, v)
 			paths = append(paths, path)
 		}
 	} else {
-		v, ok := parseED318Geometry(g, p, "geometry", add)
+		v, ok := parseED318Geometry(g, p, "geometry", fe)
 		good = ok
 		z.Volumes = append(z.Volumes, v)
 		paths = append(paths, "geometry")
@@ -192,11 +196,16 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 		until:   "properties.limitedApplicability",
 	}
 	checkZone(z, &n, add)
+	checkPast(z, "properties.limitedApplicability", fe)
 	return z, false
 }
 
+var ed318Limits = limitKeys{format: "ED-318", uom: "uom", lower: "lower", lowerRef: "lowerReference",
+	upper: "upper", upperRef: "upperReference", units: "m, ft or FL"}
+
 // parseED318Geometry reads one geometry with its layer (or the feature's).
-func parseED318Geometry(g obj, props obj, path string, add func(field, msg string)) (Volume, bool) {
+func parseED318Geometry(g obj, props obj, path string, f *feat) (Volume, bool) {
+	add := f.add
 	var v Volume
 	lv, ok := g.get("layer")
 	lpath := path + ".layer"
@@ -210,17 +219,7 @@ func parseED318Geometry(g obj, props obj, path string, add func(field, msg strin
 			add(lpath, "must be an object")
 			return v, false
 		}
-		scale := 1.0
-		if u, ok := l.get("uom"); ok {
-			us, _ := u.(string)
-			s, ok := unitScale(us)
-			if !ok {
-				add(lpath+".uom", fmt.Sprintf("must be m, ft or FL, not %v", u))
-			}
-			scale = s
-		}
-		v.Floor = ed269Limit(l, "lower", "lowerReference", scale, lpath, add)
-		v.Ceiling = ed269Limit(l, "upper", "upperReference", scale, lpath, add)
+		v.Floor, v.Ceiling = readLimits(l, ed318Limits, lpath+".", f)
 	}
 	tv, _ := g.get("type")
 	t, _ := tv.(string)
@@ -238,9 +237,8 @@ func parseED318Geometry(g obj, props obj, path string, add func(field, msg strin
 			return v, false
 		}
 		rv, _ := e.get("radius")
-		r, isNum := rv.(float64)
+		r, isNum := treeNum(rv, path+".extent.radius", f)
 		if !isNum {
-			add(path+".extent.radius", "must be a number")
 			return v, false
 		}
 		c, ok := treePosition(cv, path+".coordinates", add)

@@ -2,6 +2,8 @@ package geofence
 
 import (
 	"errors"
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -9,10 +11,11 @@ import (
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
 var ErrInvalid = errors.New("invalid zone set")
 
-// Problem is one thing wrong with a zone file.
+// Problem is one thing wrong with a zone file: an error, which rejects the
+// file, or a warning (LoadReport.Warnings), which does not.
 type Problem struct {
-	File    string // file name, if known
-	Feature int    // index of the feature in the file, -1 for the file as a whole
+	File    string // the file's path as given, if known
+	Feature int    // the feature's position in the file counted from 1 (as lines are); 0 for the file as a whole
 	ID      string // the feature's id, if known
 	Field   string // the field, as a JSON path (e.g. properties.floor_m)
 	Msg     string
@@ -24,7 +27,7 @@ func (p Problem) String() string {
 		b.WriteString(p.File)
 		b.WriteString(": ")
 	}
-	if p.Feature >= 0 {
+	if p.Feature > 0 {
 		b.WriteString("feature ")
 		b.WriteString(strconv.Itoa(p.Feature))
 		if p.ID != "" {
@@ -48,8 +51,8 @@ type ValidationError struct {
 	Problems []Problem
 }
 
-// maxProblems bounds the list, so a huge broken file does not produce a
-// huge error.
+// maxProblems bounds the lists, so a huge broken file does not produce a
+// huge error or report.
 const maxProblems = 1000
 
 func (e *ValidationError) Error() string {
@@ -67,23 +70,99 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // setFile names the file in every problem that has none.
-func (e *ValidationError) setFile(name string) {
-	for i := range e.Problems {
-		if e.Problems[i].File == "" {
-			e.Problems[i].File = name
+func (e *ValidationError) setFile(name string) { nameFile(e.Problems, name) }
+
+func nameFile(ps []Problem, name string) {
+	for i := range ps {
+		if ps[i].File == "" {
+			ps[i].File = name
 		}
 	}
 }
 
-// problems collects problems during a parse.
-type problems struct {
-	list []Problem
+// DropNoRestriction is the reason a NO_RESTRICTION zone is not imported:
+// it restricts nothing.
+const DropNoRestriction = "NO_RESTRICTION"
+
+// Drop is a zone of the file that was not imported, and why.
+type Drop struct {
+	Feature int // counted from 1
+	ID      string
+	Reason  string // DropNoRestriction
 }
 
-func (ps *problems) add(feature int, id, field, msg string) {
-	if len(ps.list) < maxProblems {
-		ps.list = append(ps.list, Problem{Feature: feature, ID: id, Field: field, Msg: msg})
+// LoadReport says what a load did: zones loaded, zones dropped and why,
+// and the warnings (each a Problem naming file, feature and field). Every
+// parser fills it in ZoneSet.Report.
+type LoadReport struct {
+	File     string // path as given, if loaded from a file
+	Format   Format
+	Zones    int // zones loaded
+	Dropped  []Drop
+	Warnings []Problem
+	// Truncated counts warnings left out beyond the first 1000.
+	Truncated int
+}
+
+// DroppedBy counts the dropped zones by reason.
+func (r LoadReport) DroppedBy() map[string]int {
+	m := make(map[string]int, 1)
+	for _, d := range r.Dropped {
+		m[d.Reason]++
 	}
+	return m
+}
+
+// Summary is the report in one line, e.g. "zones.json (ed269): 4 zones
+// loaded, 1 dropped (NO_RESTRICTION 1), 2 warnings".
+func (r LoadReport) Summary() string {
+	var b strings.Builder
+	if r.File != "" {
+		b.WriteString(r.File)
+		if r.Format != "" {
+			fmt.Fprintf(&b, " (%s)", r.Format)
+		}
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "%d zones loaded, %d dropped", r.Zones, len(r.Dropped))
+	if by := r.DroppedBy(); len(by) > 0 {
+		reasons := make([]string, 0, len(by))
+		for k, n := range by {
+			reasons = append(reasons, k+" "+strconv.Itoa(n))
+		}
+		sort.Strings(reasons)
+		b.WriteString(" (" + strings.Join(reasons, ", ") + ")")
+	}
+	fmt.Fprintf(&b, ", %d warnings", len(r.Warnings)+r.Truncated)
+	return b.String()
+}
+
+// problems collects errors and warnings during a parse.
+type problems struct {
+	list, warnings []Problem
+	truncated      int
+	dropped        []Drop
+	opt            Loader
+}
+
+// add records an error at feature index i (0-based; -1 for the file).
+func (ps *problems) add(i int, id, field, msg string) {
+	if len(ps.list) < maxProblems {
+		ps.list = append(ps.list, Problem{Feature: i + 1, ID: id, Field: field, Msg: msg})
+	}
+}
+
+// warn records a warning at feature index i (0-based; -1 for the file).
+func (ps *problems) warn(i int, id, field, msg string) {
+	if len(ps.warnings) < maxProblems {
+		ps.warnings = append(ps.warnings, Problem{Feature: i + 1, ID: id, Field: field, Msg: msg})
+	} else {
+		ps.truncated++
+	}
+}
+
+func (ps *problems) drop(i int, id, reason string) {
+	ps.dropped = append(ps.dropped, Drop{Feature: i + 1, ID: id, Reason: reason})
 }
 
 func (ps *problems) err() error {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
+	"sort"
 	"strings"
 	"time"
 
@@ -28,7 +28,7 @@ func readAll(r io.Reader) ([]byte, error) {
 
 // fileProblem wraps a whole-file error (bad JSON, wrong layout).
 func fileProblem(field, msg string) error {
-	return &ValidationError{Problems: []Problem{{Feature: -1, Field: field, Msg: msg}}}
+	return &ValidationError{Problems: []Problem{{Field: field, Msg: msg}}}
 }
 
 func jsonMsg(err error) string {
@@ -55,7 +55,11 @@ func ParseGeoJSON(r io.Reader) (*ZoneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseGeoJSON(b)
+	set, err := parseGeoJSON(skipBOM(b), &problems{})
+	if set != nil {
+		set.Report.Format = FormatGeoJSON
+	}
+	return set, err
 }
 
 type geoFC struct {
@@ -79,7 +83,7 @@ type geoGeometry struct {
 	Layer       json.RawMessage   `json:"layer"`  // ED-318
 }
 
-func parseGeoJSON(b []byte) (*ZoneSet, error) {
+func parseGeoJSON(b []byte, ps *problems) (*ZoneSet, error) {
 	var fc geoFC
 	if err := json.Unmarshal(b, &fc); err != nil {
 		return nil, fileProblem("", jsonMsg(err))
@@ -92,41 +96,21 @@ func parseGeoJSON(b []byte) (*ZoneSet, error) {
 		// load as a set without zones.
 		return nil, fileProblem("features", "required (an array, possibly empty)")
 	}
-	var ps problems
 	set := &ZoneSet{Zones: make([]*Zone, 0, len(fc.Features))}
 	seen := make(map[string]int, len(fc.Features))
 	for i, raw := range fc.Features {
-		z := parseGeoFeature(i, raw, &ps)
+		z := parseGeoFeature(i, raw, ps)
 		if z == nil {
 			continue
 		}
-		checkUnique(seen, i, z.ID, "properties.id", &ps)
+		checkUnique(seen, i, z.ID, "properties.id", ps)
 		set.Zones = append(set.Zones, z)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	finish(set, fc.Version)
+	finish(set, fc.Version, ps)
 	return set, nil
-}
-
-// finish sets fingerprints and the version.
-func finish(set *ZoneSet, version json.RawMessage) {
-	for _, z := range set.Zones {
-		z.Fingerprint = z.ComputeFingerprint()
-	}
-	var v any
-	if len(version) > 0 && json.Unmarshal(version, &v) == nil {
-		switch v := v.(type) {
-		case string:
-			set.Version = v
-		case float64:
-			set.Version = strconv.FormatFloat(v, 'f', -1, 64)
-		}
-	}
-	if set.Version == "" {
-		set.Version = contentVersion(set.Zones)
-	}
 }
 
 var geoNames = fieldNames{
@@ -144,6 +128,23 @@ var geoNames = fieldNames{
 	until:   "properties.active_until",
 }
 
+// geoProps are the properties of DESIGN.md's GeoJSON zones.
+var geoProps = map[string]bool{
+	"id": true, "name": true, "category": true, "floor_m": true, "ceiling_m": true, "floor_ref": true, "ceiling_ref": true,
+	"active_from": true, "active_until": true, "clear_buffer_m": true, "radius_m": true,
+}
+
+// geoAliases maps the names other published formats give our properties:
+// Flight Blender's geofences (openutm/flight-blender: GeoJSON properties
+// name, upper_limit, lower_limit in metres without a reference,
+// start_time, end_time; no id).
+var geoAliases = map[string]string{
+	"upper_limit": "ceiling_m",
+	"lower_limit": "floor_m",
+	"start_time":  "active_from",
+	"end_time":    "active_until",
+}
+
 func parseGeoFeature(i int, raw json.RawMessage, ps *problems) *Zone {
 	var f geoFeature
 	if err := json.Unmarshal(raw, &f); err != nil {
@@ -158,8 +159,18 @@ func parseGeoFeature(i int, raw json.RawMessage, ps *problems) *Zone {
 			id = s
 		}
 	}
-	add := func(field, msg string) { ps.add(i, id, field, msg) }
-	pr.add = add
+	fe := &feat{ps: ps, i: i, id: id}
+	pr.add, pr.warn = fe.add, fe.warn
+	pr.resolveAliases(ps.opt.Strict)
+	if id == "" && len(pr.aliased) > 0 {
+		// Flight Blender's geofences have a name and no id.
+		if name, ok := pr.str("name"); ok && name != "" {
+			id = name
+			fe.id = id
+			fe.warn("properties.id", "missing; the feature uses Flight Blender's properties, so its name is its id")
+		}
+	}
+	add := fe.add
 	if f.Type != "Feature" {
 		add("type", fmt.Sprintf("must be \"Feature\", not %q", f.Type))
 	}
@@ -169,11 +180,11 @@ func parseGeoFeature(i int, raw json.RawMessage, ps *problems) *Zone {
 		z.Category = Category(strings.ToLower(c))
 	}
 	var v Volume
-	v.Floor = pr.limit("floor_m", "floor_ref")
-	v.Ceiling = pr.limit("ceiling_m", "ceiling_ref")
+	v.Floor = pr.limit("floor_m", "floor_ref", fe)
+	v.Ceiling = pr.limit("ceiling_m", "ceiling_ref", fe)
 	z.ClearBufferM, _ = pr.num("clear_buffer_m")
-	z.ActiveFrom, _ = pr.time("active_from")
-	z.ActiveUntil, _ = pr.time("active_until")
+	z.ActiveFrom, _ = pr.time("active_from", false, fe)
+	z.ActiveUntil, _ = pr.time("active_until", true, fe)
 	radius, hasRadius := pr.num("radius_m")
 
 	n := geoNames
@@ -213,6 +224,7 @@ func parseGeoFeature(i int, raw json.RawMessage, ps *problems) *Zone {
 	}
 	z.Volumes = []Volume{v}
 	checkZone(z, &n, add)
+	checkPast(z, "properties.active_until", fe)
 	return z
 }
 
@@ -227,15 +239,76 @@ func checkZoneNoGeometry(z *Zone, v Volume, n *fieldNames, add func(field, msg s
 
 // props reads typed values out of a JSON object, reporting problems.
 type props struct {
-	m      map[string]json.RawMessage
-	prefix string
-	add    func(field, msg string)
+	m         map[string]json.RawMessage
+	prefix    string
+	add, warn func(field, msg string)
+	// aliased maps a property read under another format's name to that
+	// name, which problems then use.
+	aliased map[string]string
 }
 
-func (p props) report(field, msg string) {
-	if p.add != nil {
-		p.add(p.prefix+field, msg)
+// name is the property's name as the file spells it.
+func (p props) name(key string) string {
+	if a, ok := p.aliased[key]; ok {
+		return p.prefix + a
 	}
+	return p.prefix + key
+}
+
+func (p props) report(key, msg string) {
+	if p.add != nil {
+		p.add(p.name(key), msg)
+	}
+}
+
+func (p props) warning(key, msg string) {
+	if p.warn != nil {
+		p.warn(p.name(key), msg)
+	}
+}
+
+// resolveAliases renames aliased properties to ours and reports unknown
+// ones: warnings, or errors when strict.
+func (p *props) resolveAliases(strict bool) {
+	keys := make([]string, 0, len(p.m))
+	for k := range p.m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if geoProps[k] {
+			continue
+		}
+		if ours, ok := geoAliases[k]; ok {
+			if _, both := p.m[ours]; both {
+				p.add(p.prefix+k, fmt.Sprintf("Flight Blender's name for %s%s, which is given too: which one holds?", p.prefix, ours))
+				continue
+			}
+			if p.aliased == nil {
+				p.aliased = make(map[string]string, 4)
+			}
+			p.m[ours] = p.m[k]
+			delete(p.m, k)
+			p.aliased[ours] = k
+			p.warn(p.prefix+k, fmt.Sprintf("read as %s%s (Flight Blender's name)", p.prefix, ours))
+			continue
+		}
+		msg := "unknown property"
+		if strict {
+			p.add(p.prefix+k, msg+fmt.Sprintf(" (known: %s)", knownProps()))
+			continue
+		}
+		p.warn(p.prefix+k, msg+", ignored: a misspelt limit, reference or time would be lost with it")
+	}
+}
+
+func knownProps() string {
+	ks := make([]string, 0, len(geoProps))
+	for k := range geoProps {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ", ")
 }
 
 func isNull(b json.RawMessage) bool { return len(b) == 0 || string(bytes.TrimSpace(b)) == "null" }
@@ -259,27 +332,33 @@ func (p props) num(key string) (float64, bool) {
 		return 0, false
 	}
 	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		p.report(key, "must be a number")
-		return 0, false
+	if err := json.Unmarshal(b, &v); err == nil {
+		return v, true
 	}
-	return v, true
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if v, ok := numString(s); ok {
+			p.warning(key, fmt.Sprintf("a number written as a string (%q), read as %v", s, v))
+			return v, true
+		}
+	}
+	p.report(key, "must be a number")
+	return 0, false
 }
 
-func (p props) time(key string) (time.Time, bool) {
+func (p props) time(key string, end bool, f *feat) (time.Time, bool) {
 	s, ok := p.str(key)
 	if !ok {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		p.report(key, fmt.Sprintf("must be an RFC 3339 time, not %q", s))
-		return time.Time{}, false
-	}
-	return t, true
+	return dateTime(s, end, p.name(key), f)
 }
 
-func (p props) limit(key, refKey string) *Limit {
+// limit reads floor_m or ceiling_m with its reference: AMSL when none is
+// given (DESIGN.md's default) — except for a limit under another format's
+// name, whose format defines no reference: that one is refused, or with
+// Loader.Conservative read in an unknown reference (see the package doc).
+func (p props) limit(key, refKey string, f *feat) *Limit {
 	v, ok := p.num(key)
 	rs, hasRef := p.str(refKey)
 	ref := AMSL
@@ -295,6 +374,14 @@ func (p props) limit(key, refKey string) *Limit {
 			p.report(refKey, "given without "+p.prefix+key)
 		}
 		return nil
+	}
+	if _, foreign := p.aliased[key]; foreign && !hasRef {
+		if !f.conservative() {
+			p.report(key, fmt.Sprintf("has no vertical reference (Flight Blender's format gives none): add %s%s (AMSL, AGL or WGS84), or load conservatively to count it met in any reference", p.prefix, refKey))
+			return nil
+		}
+		p.warning(key, fmt.Sprintf("has no vertical reference (Flight Blender's format gives none); read conservatively: met when it is met in any reference the position has a height in, or the position lacks one (add %s%s to say which)", p.prefix, refKey))
+		ref = RefUnknown
 	}
 	return &Limit{M: v, Ref: ref}
 }

@@ -3,6 +3,7 @@ package geofence
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -311,25 +312,63 @@ func segDistM(ax, ay, bx, by float64) float64 {
 }
 
 // ringSelfIntersects reports whether two non-adjacent edges of a closed ring
-// touch or cross (a sweep over edges sorted by their west end).
+// touch or cross, or two adjacent ones fold back onto each other.
 func ringSelfIntersects(r orb.Ring) bool {
-	// Drop repeated consecutive points: they are harmless.
+	_, bad := ringCrossing(r)
+	return bad
+}
+
+// crossing is where a ring meets itself: edges a and b, each named by the
+// indices of its two positions in the ring, at a point.
+type crossing struct {
+	a, b [2]int
+	at   orb.Point
+	how  string // "crosses", "touches" or "folds back onto"
+}
+
+// describe says where the ring crosses itself (ring index ri).
+func (x crossing) describe(ri, _ int) string {
+	return fmt.Sprintf("ring intersects itself: in ring %d, the edge from position %d to %d %s the edge from position %d to %d at (lon %v, lat %v)",
+		ri, x.a[0], x.a[1], x.how, x.b[0], x.b[1], normLon(x.at[0]), x.at[1])
+}
+
+// ringCrossing finds two non-adjacent edges of a closed ring that touch or
+// cross, or two adjacent ones that fold back onto each other (a sweep over
+// edges sorted by their west end).
+func ringCrossing(r orb.Ring) (crossing, bool) {
+	// Drop repeated consecutive points: they are harmless. orig maps each
+	// kept point to the index of its last repetition in r, so an edge
+	// pts[k]-pts[k+1] is r's edge orig[k]-(orig[k]+1).
 	pts := []orb.Point(r)
+	var orig []int
 	for i := 1; i < len(r); i++ {
 		if r[i] == r[i-1] {
 			pts = make([]orb.Point, 0, len(r))
+			orig = make([]int, 0, len(r))
 			for i, p := range r {
 				if i > 0 && p == pts[len(pts)-1] {
+					orig[len(orig)-1] = i
 					continue
 				}
 				pts = append(pts, p)
+				orig = append(orig, i)
 			}
 			break
 		}
 	}
+	edgeAt := func(k int) [2]int {
+		if orig == nil {
+			return [2]int{k, k + 1}
+		}
+		return [2]int{orig[k], orig[k] + 1}
+	}
 	n := len(pts) - 1 // edges
 	if n < 3 {
-		return n >= 1 // a ring of fewer than 3 distinct edges is degenerate
+		// A ring of fewer than 3 distinct edges is degenerate.
+		if n >= 1 {
+			return crossing{a: edgeAt(0), b: edgeAt(n - 1), at: pts[0], how: "folds back onto"}, true
+		}
+		return crossing{}, false
 	}
 	type edge struct {
 		i                      int
@@ -367,16 +406,20 @@ func ringSelfIntersects(r orb.Ring) bool {
 				// Adjacent edges share a vertex; they are invalid only when
 				// they fold back onto each other.
 				if foldsBack(pts, i, j, n) {
-					return true
+					at := pts[j]
+					if j != i+1 {
+						at = pts[0]
+					}
+					return crossing{a: edgeAt(i), b: edgeAt(j), at: at, how: "folds back onto"}, true
 				}
 				continue
 			}
-			if segsTouch(pts[i], pts[i+1], pts[j], pts[j+1]) {
-				return true
+			if at, how, ok := segsMeet(pts[i], pts[i+1], pts[j], pts[j+1]); ok {
+				return crossing{a: edgeAt(i), b: edgeAt(j), at: at, how: how}, true
 			}
 		}
 	}
-	return false
+	return crossing{}, false
 }
 
 // foldsBack reports whether adjacent edges i and j are collinear and overlap
@@ -411,22 +454,26 @@ func onSeg(a, b, p orb.Point) bool {
 		math.Min(a[1], b[1]) <= p[1] && p[1] <= math.Max(a[1], b[1])
 }
 
-// segsTouch reports whether segments p1-p2 and q1-q2 share any point.
-func segsTouch(p1, p2, q1, q2 orb.Point) bool {
+// segsMeet reports whether segments p1-p2 and q1-q2 share any point, one
+// such point, and whether they cross or touch there.
+func segsMeet(p1, p2, q1, q2 orb.Point) (orb.Point, string, bool) {
 	o1, o2 := orient(p1, p2, q1), orient(p1, p2, q2)
 	o3, o4 := orient(q1, q2, p1), orient(q1, q2, p2)
 	if o1*o2 < 0 && o3*o4 < 0 {
-		return true
+		dx, dy := p2[0]-p1[0], p2[1]-p1[1]
+		ex, ey := q2[0]-q1[0], q2[1]-q1[1]
+		t := ((q1[0]-p1[0])*ey - (q1[1]-p1[1])*ex) / (dx*ey - dy*ex)
+		return orb.Point{p1[0] + t*dx, p1[1] + t*dy}, "crosses", true
 	}
 	switch {
 	case o1 == 0 && onSeg(p1, p2, q1):
-		return true
+		return q1, "touches", true
 	case o2 == 0 && onSeg(p1, p2, q2):
-		return true
+		return q2, "touches", true
 	case o3 == 0 && onSeg(q1, q2, p1):
-		return true
+		return p1, "touches", true
 	case o4 == 0 && onSeg(q1, q2, p2):
-		return true
+		return p2, "touches", true
 	}
-	return false
+	return orb.Point{}, "", false
 }

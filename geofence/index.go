@@ -365,14 +365,26 @@ func (ix *Index) cellOf(x, y float64) int {
 // by buf, and whether a limit had to be assumed.
 func (p *part) vertical(h *Heights, buf float64) (ok, assumed bool) {
 	if p.hasFloor {
-		if v, known := h.Get(p.floorRef); !known {
+		if p.floorRef == RefUnknown {
+			ok, a := limitMet(RefUnknown, p.floor, h, true, buf)
+			if !ok {
+				return false, false
+			}
+			assumed = assumed || a
+		} else if v, known := h.Get(p.floorRef); !known {
 			assumed = true
 		} else if v < p.floor-buf {
 			return false, false
 		}
 	}
 	if p.hasCeil {
-		if v, known := h.Get(p.ceilRef); !known {
+		if p.ceilRef == RefUnknown {
+			ok, a := limitMet(RefUnknown, p.ceil, h, false, buf)
+			if !ok {
+				return false, false
+			}
+			assumed = assumed || a
+		} else if v, known := h.Get(p.ceilRef); !known {
 			assumed = true
 		} else if v > p.ceil+buf {
 			return false, false

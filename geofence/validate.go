@@ -75,7 +75,7 @@ func checkZone(z *Zone, n *fieldNames, add func(field, msg string)) {
 		checkLimit(v.Floor, n.floor(vi), add)
 		checkLimit(v.Ceiling, n.ceiling(vi), add)
 		if v.Floor != nil && v.Ceiling != nil && finite(v.Floor.M) && finite(v.Ceiling.M) &&
-			v.Floor.Ref == v.Ceiling.Ref && !(v.Floor.M < v.Ceiling.M) {
+			v.Floor.Ref == v.Ceiling.Ref && v.Floor.Ref != RefUnknown && !(v.Floor.M < v.Ceiling.M) {
 			add(n.floor(vi), fmt.Sprintf("must be below %s (%v >= %v %s)", n.ceiling(vi), v.Floor.M, v.Ceiling.M, v.Ceiling.Ref))
 		}
 	}
@@ -141,7 +141,7 @@ func checkLimit(l *Limit, field string, add func(field, msg string)) {
 	if !finite(l.M) {
 		add(field, fmt.Sprintf("must be a finite number, not %v", l.M))
 	}
-	if l.Ref > WGS84 {
+	if l.Ref > RefUnknown {
 		add(field, "unknown vertical reference")
 	}
 }
@@ -184,8 +184,8 @@ func checkPolygon(p orb.Polygon, ring func(r int) string, add func(field, msg st
 			add(ring(ri), errPoleAmbiguous.Error())
 			continue
 		}
-		if ringSelfIntersects(u) {
-			add(ring(ri), "ring intersects itself")
+		if x, bad := ringCrossing(u); bad {
+			add(ring(ri), x.describe(ri, len(r)-1))
 		}
 	}
 }
@@ -211,7 +211,7 @@ func checkUnique(seen map[string]int, i int, id, field string, ps *problems) {
 		return
 	}
 	if first, dup := seen[id]; dup {
-		ps.add(i, id, field, fmt.Sprintf("duplicate id, first used by feature %d", first))
+		ps.add(i, id, field, fmt.Sprintf("duplicate id, first used by feature %d", first+1))
 		return
 	}
 	seen[id] = i

@@ -24,9 +24,9 @@ func feature(geom, props string) string {
 
 const sq = `{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}`
 
-// TestGeoJSONValidation: one row per rule; each names the feature, id and
-// field, and the set is rejected whole (the valid first feature does not
-// load on its own).
+// TestGeoJSONValidation: one row per rule; each names the feature (the
+// second, counted from 1), id and field, and the set is rejected whole (the
+// valid first feature does not load on its own).
 func TestGeoJSONValidation(t *testing.T) {
 	cases := []struct {
 		name, feature, field, msg string
@@ -45,16 +45,30 @@ func TestGeoJSONValidation(t *testing.T) {
 		{"floor not below ceiling", feature(sq, `{"id":"X","floor_m":500,"ceiling_m":300}`), "properties.floor_m", "must be below properties.ceiling_m"},
 		{"floor equal to ceiling", feature(sq, `{"id":"X","floor_m":300,"ceiling_m":300}`), "properties.floor_m", "must be below"},
 		{"bad reference", feature(sq, `{"id":"X","floor_m":0,"floor_ref":"QNH"}`), "properties.floor_ref", "must be AMSL, AGL or WGS84"},
-		{"self-intersecting ring", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "intersects itself"},
-		{"self-intersecting hole", feature(`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[2,1],[1,2],[1,1]]]}`, `{"id":"X"}`), "geometry.coordinates[1]", "intersects itself"},
-		{"spike", feature(`{"type":"Polygon","coordinates":[[[0,0],[2,0],[1,0],[1,1],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]", "intersects itself"},
+		{"self-intersecting ring", feature(`{"type":"Polygon","coordinates":[[[0,0],[1,1],[1,0],[0,1],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]",
+			"ring intersects itself: in ring 0, the edge from position 0 to 1 crosses the edge from position 2 to 3 at (lon 0.5, lat 0.5)"},
+		{"self-intersecting hole", feature(`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[2,1],[1,2],[1,1]]]}`, `{"id":"X"}`), "geometry.coordinates[1]",
+			"in ring 1, the edge from position 0 to 1 crosses the edge from position 2 to 3 at (lon 1.5, lat 1.5)"},
+		{"spike", feature(`{"type":"Polygon","coordinates":[[[0,0],[2,0],[1,0],[1,1],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]",
+			"the edge from position 0 to 1 folds back onto the edge from position 1 to 2 at (lon 2, lat 0)"},
+		{"touching ring", feature(`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[2,0],[0,4],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]",
+			"the edge from position 0 to 1 touches the edge from position 2 to 3 at (lon 2, lat 0)"},
+		{"crossing with repeated positions", feature(`{"type":"Polygon","coordinates":[[[0,0],[0,0],[1,1],[1,0],[1,0],[0,1],[0,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]",
+			"the edge from position 1 to 2 crosses the edge from position 4 to 5 at (lon 0.5, lat 0.5)"},
+		{"crossing across the antimeridian", feature(`{"type":"Polygon","coordinates":[[[179,0],[-179,1],[-179,0],[179,1],[179,0]]]}`, `{"id":"X"}`), "geometry.coordinates[0]",
+			"crosses the edge from position 2 to 3 at (lon -180, lat 0.5)"},
 		{"missing id", feature(sq, `{"name":"no id"}`), "properties.id", "required"},
-		{"duplicate id", feature(sq, `{"id":"OK"}`), "properties.id", "duplicate id, first used by feature 0"},
+		{"duplicate id", feature(sq, `{"id":"OK"}`), "properties.id", "duplicate id, first used by feature 1"},
 		{"unknown category", feature(sq, `{"id":"X","category":"forbidden"}`), "properties.category", `not "forbidden"`},
 		{"bad active_from", feature(sq, `{"id":"X","active_from":"tomorrow"}`), "properties.active_from", "RFC 3339"},
 		{"empty time window", feature(sq, `{"id":"X","active_from":"2026-01-02T00:00:00Z","active_until":"2026-01-01T00:00:00Z"}`), "properties.active_from", "must be before"},
 		{"negative buffer", feature(sq, `{"id":"X","clear_buffer_m":-1}`), "properties.clear_buffer_m", ">= 0"},
-		{"string number", feature(sq, `{"id":"X","ceiling_m":"120"}`), "properties.ceiling_m", "must be a number"},
+		{"string not a number", feature(sq, `{"id":"X","ceiling_m":"120 m"}`), "properties.ceiling_m", "must be a number"},
+		{"string NaN", feature(sq, `{"id":"X","ceiling_m":"NaN"}`), "properties.ceiling_m", "must be a number"},
+		{"unknown property, strict", feature(sq, `{"id":"X","celing_m":120}`), "properties.celing_m", "unknown property"},
+		{"alias and ours", feature(sq, `{"id":"X","ceiling_m":120,"upper_limit":100}`), "properties.upper_limit", "which one holds"},
+		{"alias without reference", feature(sq, `{"id":"X","upper_limit":120}`), "properties.upper_limit", "has no vertical reference"},
+		{"time without offset", feature(sq, `{"id":"X","active_from":"2026-12-02T10:00:00"}`), "properties.active_from", "has no UTC offset"},
 		{"no geometry", feature(`null`, `{"id":"X"}`), "geometry", "required"},
 		{"line string", feature(`{"type":"LineString","coordinates":[[0,0],[1,1]]}`, `{"id":"X"}`), "geometry.type", "must be Polygon, MultiPolygon or Point"},
 		{"multipolygon ring", feature(`{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1,1],[0,1],[0,0]]],[[[5,5],[6,5],[5,5]]]]}`, `{"id":"X"}`), "geometry.coordinates[1][0]", "at least 4"},
@@ -63,7 +77,7 @@ func TestGeoJSONValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			set, err := ParseGeoJSON(strings.NewReader(fc(okSquare, c.feature)))
+			set, _, err := Loader{Strict: true}.Parse(strings.NewReader(fc(okSquare, c.feature)))
 			if set != nil || err == nil {
 				t.Fatalf("loaded %d zones, want the whole set rejected", len(set.Zones))
 			}
@@ -72,11 +86,11 @@ func TestGeoJSONValidation(t *testing.T) {
 				t.Fatalf("error %T %v is not a *ValidationError", err, err)
 			}
 			for _, p := range ve.Problems {
-				if p.Feature == 1 && p.Field == c.field && strings.Contains(p.Msg, c.msg) {
+				if p.Feature == 2 && p.Field == c.field && strings.Contains(p.Msg, c.msg) {
 					return
 				}
 			}
-			t.Fatalf("no problem at feature 1, field %s, containing %q; got:\n%v", c.field, c.msg, err)
+			t.Fatalf("no problem at feature 2, field %s, containing %q; got:\n%v", c.field, c.msg, err)
 		})
 	}
 }
@@ -92,9 +106,11 @@ func TestErrorNamesFileFeatureAndField(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded")
 	}
+	// The path as given (not its base name), features counted from 1 as
+	// telemetry lines are.
 	lines := strings.Split(err.Error(), "\n")
-	want0 := `zones.geojson: feature 3 (id "EGLL-CTR"): properties.floor_m: must be below properties.ceiling_m`
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], want0) || !strings.HasPrefix(lines[1], `zones.geojson: feature 4 (id "C"): properties.radius_m:`) {
+	want0 := path + `: feature 4 (id "EGLL-CTR"): properties.floor_m: must be below properties.ceiling_m`
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], want0) || !strings.HasPrefix(lines[1], path+`: feature 5 (id "C"): properties.radius_m:`) {
 		t.Fatalf("error:\n%v\nwant two problems, the first starting %q", err, want0)
 	}
 }

@@ -22,6 +22,12 @@ const (
 	AGL
 	// WGS84 is height above the WGS84 ellipsoid.
 	WGS84
+	// RefUnknown marks a limit whose file gave no reference, loaded with
+	// the conservative reading (Loader.Conservative): the limit counts as
+	// met when it is met in any reference the position has a height in, or
+	// the position lacks a height in some reference (the one meant might
+	// be that one). Parsers never produce it otherwise.
+	RefUnknown
 )
 
 // String returns the reference's name as written in zone files.
@@ -33,19 +39,22 @@ func (r Ref) String() string {
 		return "AGL"
 	case WGS84:
 		return "WGS84"
+	case RefUnknown:
+		return "UNKNOWN"
 	}
 	return "Ref(" + strconv.Itoa(int(r)) + ")"
 }
 
 // ParseRef parses "AMSL", "AGL" or "WGS84" (case-insensitive; "MSL" and
-// "ALT" are read as AMSL, "ELLIPSOID" as WGS84).
+// "ALT" are read as AMSL, "SFC" as AGL, "ELLIPSOID", "HAE" and "W84" (ASTM
+// F3548's and InterUSS's name) as WGS84).
 func ParseRef(s string) (Ref, bool) {
 	switch upperASCII(s) {
 	case "AMSL", "MSL", "ALT":
 		return AMSL, true
 	case "AGL", "SFC":
 		return AGL, true
-	case "WGS84", "ELLIPSOID", "HAE":
+	case "WGS84", "W84", "ELLIPSOID", "HAE":
 		return WGS84, true
 	}
 	return 0, false
@@ -85,6 +94,33 @@ func (h Heights) Set(r Ref, v float64) Heights {
 		h.WGS84, h.HasWGS84 = v, true
 	}
 	return h
+}
+
+// limitMet reports whether heights h are at or above a floor (isFloor) or
+// at or below a ceiling of m metres in reference ref, widened by buf, and
+// whether that had to be assumed because a height was unknown (the
+// vertical test of the package doc).
+func limitMet(ref Ref, m float64, h *Heights, isFloor bool, buf float64) (ok, assumed bool) {
+	in := func(v float64) bool {
+		if isFloor {
+			return v >= m-buf
+		}
+		return v <= m+buf
+	}
+	if ref != RefUnknown {
+		v, known := h.Get(ref)
+		if !known {
+			return true, true
+		}
+		return in(v), false
+	}
+	// No reference given: met if it is met in any reference it might be in.
+	for _, r := range [...]Ref{AMSL, WGS84, AGL} {
+		if v, known := h.Get(r); !known || in(v) {
+			return true, true
+		}
+	}
+	return false, false
 }
 
 // Point is one position of a drone: WGS84 degrees, the time of the fix and
@@ -323,6 +359,9 @@ type ZoneSet struct {
 	// one, else a hash of the zones' fingerprints.
 	Version string
 	Zones   []*Zone
+	// Report says what the parser loaded, dropped and warned of (empty for
+	// a set built in code).
+	Report LoadReport
 }
 
 // contentVersion derives a version from the zones' fingerprints.
