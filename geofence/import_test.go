@@ -83,6 +83,7 @@ func TestDetect(t *testing.T) {
 		"ed269/interuss_uas_standards_test_eurocae_ed269.json":   FormatED269,
 		"ed269/nofly_uaszonelist_dailyperiod.json":               FormatED269,
 		"ed269/nofly_eurocontrol_uas_zones.json":                 FormatED269,
+		"ed269/interuss_monitoring_cis_source_sample_ed269.json": FormatED269,
 		"ed318/Example_Collection.json":                          FormatED318,
 		"ed318/Example_GeoZone_Circle.json":                      FormatED318,
 		"ed318/interuss_monitoring_cis_source_sample_ed318.json": FormatED318,
