@@ -34,19 +34,26 @@
 // conditions) but an operator should look; the original value is kept in
 // Zone.Restriction. NO_RESTRICTION zones restrict nothing and are not
 // imported (the interuss ED-269 sample has one, sharing its identifier
-// with a REQ_AUTHORISATION zone). A GeoJSON zone without a category is
-// restricted (the safe default).
+// with a REQ_AUTHORISATION zone); the load report lists them. A GeoJSON
+// zone without a category is restricted (the safe default).
 //
 // # Formats
 //
-// LoadFile and Parse detect the format from the content.
+// LoadFile and Parse detect the format from the content; a UTF-8 byte
+// order mark is skipped. A Loader sets the options: Strict (unknown
+// GeoJSON properties are errors, not warnings; an API taking zones sets
+// it) and Conservative (see Missing and unknown values).
 //
 //   - GeoJSON FeatureCollection (DESIGN.md): geometry Polygon,
 //     MultiPolygon, or Point with properties.radius_m; properties id
 //     (required, unique), name, category, floor_m / ceiling_m with
 //     floor_ref / ceiling_ref (AMSL default, AGL, WGS84), active_from /
 //     active_until (RFC 3339), clear_buffer_m (default 0). An optional
-//     top-level "version" names the set. ParseGeoJSON.
+//     top-level "version" names the set. ParseGeoJSON. Flight Blender's
+//     geofence properties are read as ours, with a warning: upper_limit
+//     as ceiling_m, lower_limit as floor_m (metres; the format gives no
+//     reference, see below), start_time as active_from, end_time as
+//     active_until, and, as its files have no id, name as the id.
 //   - ED-269 JSON, ParseED269, in three layouts: {title, features: [...]};
 //     {UASZoneList: [...]} with schedules under "dailyPeriod" (or
 //     "schedule"); EUROCONTROL's {uas_zones: [...]}, where applicability,
@@ -70,15 +77,69 @@
 //     Metadata dates must be date-time strings.
 //
 // A file loads whole or not at all: any problem rejects it with a
-// *ValidationError that lists every problem, each naming the file, the
-// feature (index and id) and the field, e.g.
+// *ValidationError that lists every problem, each naming the file (its
+// path as given), the feature (counted from 1, as telemetry lines are,
+// and its id) and the field, e.g.
 //
-//	zones.geojson: feature 3 (id "EGLL-CTR"): properties.floor_m: must be below properties.ceiling_m (500 >= 300 AMSL)
+//	zones/uk.geojson: feature 4 (id "EGLL-CTR"): properties.floor_m: must be below properties.ceiling_m (500 >= 300 AMSL)
+//
+// A set that loads carries a LoadReport (ZoneSet.Report): zones loaded,
+// zones dropped with their reason (NO_RESTRICTION), and warnings, Problems
+// like the errors. It warns when no zone remains and when every window of
+// a zone has passed; such a zone is kept, since a replay evaluates each
+// record at its own time and would lose the alarms of past telemetry.
 //
 // Validation: rings closed with at least 4 positions and not intersecting
-// themselves; no NaN or infinity; latitude in [-90, 90], longitude in
-// [-180, 180]; radius > 0; floor < ceiling when both are in the same
-// reference; clear_buffer_m >= 0; active_from < active_until; ids unique.
+// themselves (the error names the ring, the two edges by the indices of
+// their positions and the point where they meet, as lon, lat); no NaN or
+// infinity; latitude in [-90, 90], longitude in [-180, 180]; radius > 0;
+// floor < ceiling when both are in the same reference; clear_buffer_m >=
+// 0; active_from < active_until; ids unique.
+//
+// # Missing and unknown values
+//
+// Nothing missing or unknown is read in the direction that alarms less. A
+// value the format makes mandatory and that decides whether a position is
+// inside — a limit's vertical reference or unit, a time's UTC offset — is
+// refused; with Loader.Conservative (the alerter's --conservative-zones)
+// it is read as alarming most, with a warning:
+//
+//   - a limit without a reference (RefUnknown) counts as met when it is
+//     met in any reference the position has a height in, or when the
+//     position lacks a height in some reference (the one meant might be
+//     that one); a Hit through it has HeightAssumed;
+//   - a limit without a unit is read in the unit that makes a floor
+//     lowest and a ceiling highest among M, FT and FL;
+//   - a date-time or time of day without an offset starts at the earliest
+//     instant it could mean (UTC+14) and ends at the latest (UTC-12).
+//
+// Field by field (GeoJSON names first; ED-269 / ED-318 after):
+//
+//	field                           missing                               unknown or bad value
+//	id / identifier                 error (Flight Blender: name, warning) -
+//	category                        restricted                            error
+//	restriction / type              error                                 error; NO_RESTRICTION dropped, reported
+//	floor_m, ceiling_m              no floor (ground), no ceiling (sky)   error; "120.5" read, warning
+//	floor_ref, ceiling_ref          AMSL (DESIGN.md's default)            error
+//	upper_limit, lower_limit        as ceiling_m, floor_m, warning; their reference missing: refused / conservative
+//	active_from, active_until       unbounded                             error; no offset: refused / conservative
+//	start_time, end_time            as active_from, active_until, warning
+//	radius_m                        error for a Point                     error; numeric string read, warning
+//	clear_buffer_m                  0                                     error (< 0 too); numeric string read, warning
+//	any other property              -                                     warning naming feature and key; Strict: error
+//	lowerLimit, upperLimit; layer lower, upper
+//	                                no floor, no ceiling (null too)       error; numeric string read, warning
+//	uomDimensions; layer uom        with a limit: refused / conservative; error (M, FT, FL; m, ft)
+//	                                without one: warning
+//	lower/upperVerticalReference; layer lower/upperReference
+//	                                with its limit: refused / conservative; error (AGL, AMSL, WGS84, W84;
+//	                                without it: warning                   STD is read as AMSL)
+//	applicability                   always active                         error
+//	startDateTime, endDateTime      unbounded                             error; no offset: refused / conservative
+//	schedule / dailyPeriod day      every day                             error
+//	startTime, endTime              00:00Z, 24:00Z                        error; no offset: refused / conservative
+//	radius (Circle, extent)         error                                 error; numeric string read, warning
+//	coordinates                     error                                 error (positions are JSON numbers, RFC 7946)
 //
 // # Vertical test
 //

@@ -12,8 +12,9 @@ import (
 type Hit struct {
 	Zone *Zone
 	// HeightAssumed is true when a vertical limit could not be checked
-	// because the position had no height in that limit's reference: the
-	// position was taken to be within the limit (DESIGN.md's vertical test).
+	// because the position had no height in that limit's reference, or the
+	// limit has none (RefUnknown): the position was taken to be within the
+	// limit (DESIGN.md's vertical test).
 	// When several volumes of the zone contain the point, it is false if any
 	// of them did not need that assumption.
 	HeightAssumed bool
