@@ -54,8 +54,15 @@ type Result struct {
 	// Errors lists the refused items (nothing of the request should be
 	// produced when it is not empty).
 	Errors []*Error
-	// Skipped counts positions that carried no position (lat = lng = 0).
-	Skipped int
+	// Skipped lists the positions that carried no position (lat = lng = 0),
+	// left out.
+	Skipped []Skip
+}
+
+// Skip is a position left out: Item as in Error, Path the position's.
+type Skip struct {
+	Item int
+	Path string
 }
 
 // order sorts each drone's fixes by seq and drops a repeated (drone_id,

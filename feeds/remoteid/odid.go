@@ -150,7 +150,7 @@ func (r *Result) odid(i int, prefix string, m *odidMessage, recv time.Time) {
 		r.fail(i, path+"."+name, msg)
 		return
 	} else if none {
-		r.Skipped++
+		r.Skipped = append(r.Skipped, Skip{Item: i, Path: path})
 		return
 	}
 	ts := ResolveSecondsPastHour(*l.TimeStamp, recv, MaxODIDAhead)

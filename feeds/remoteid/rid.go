@@ -257,7 +257,7 @@ func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField
 		r.fail(i, path+".position."+f, msg)
 		return
 	} else if none {
-		r.Skipped++
+		r.Skipped = append(r.Skipped, Skip{Item: i, Path: path})
 		return
 	}
 	fix := Fix{Item: i, Path: path,

@@ -192,8 +192,8 @@ func TestFlightsOrderAndDedup(t *testing.T) {
 	if want := "S1@01.5 S1@02.0 S1@03.0 b@02.0"; strings.Join(got, " ") != want {
 		t.Fatalf("got %s, want %s", strings.Join(got, " "), want)
 	}
-	if res.Skipped != 1 {
-		t.Fatalf("skipped %d, want 1 (the 0,0 position)", res.Skipped)
+	if len(res.Skipped) != 1 || res.Skipped[0].Path != "flights[0].recent_positions[2]" {
+		t.Fatalf("skipped %+v, want the 0,0 position flights[0].recent_positions[2]", res.Skipped)
 	}
 	if res.Fixes[2].Pos.Lat != 51.47 {
 		t.Fatalf("the current state should win the dedup at 03: %+v", res.Fixes[2])
