@@ -39,6 +39,10 @@ type Position struct {
 	AGLM       *float64  `json:"agl_m,omitempty"`
 	SpeedMPS   *float64  `json:"speed_mps,omitempty"`
 	HeadingDeg *float64  `json:"heading_deg,omitempty"`
+	// HAccuracyM / VAccuracyM bound the horizontal / vertical position
+	// error in metres (95%), as Remote ID's accuracy classes state it.
+	HAccuracyM *float64 `json:"h_accuracy_m,omitempty"`
+	VAccuracyM *float64 `json:"v_accuracy_m,omitempty"`
 }
 
 // FieldError says which field of a record is wrong and why. Field is the
@@ -106,6 +110,8 @@ type wire struct {
 	AGLM       optNum   `json:"agl_m"`
 	SpeedMPS   optNum   `json:"speed_mps"`
 	HeadingDeg optNum   `json:"heading_deg"`
+	HAccuracyM optNum   `json:"h_accuracy_m"`
+	VAccuracyM optNum   `json:"v_accuracy_m"`
 }
 
 // optNum is an optional JSON number. null, like absence, leaves it unset.
@@ -377,6 +383,8 @@ func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) 
 			v[3], p.HeadingDeg = head, &v[3]
 		}
 	}
+	p.HAccuracyM, warns = accuracy(&w.HAccuracyM, "h_accuracy_m", warns)
+	p.VAccuracyM, warns = accuracy(&w.VAccuracyM, "v_accuracy_m", warns)
 	return p, warns, nil
 }
 
@@ -481,6 +489,7 @@ func (p *Position) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"heading_deg":`...)
 		dst = appendFloat(dst, *p.HeadingDeg)
 	}
+	dst = appendAccuracy(dst, p)
 	return append(dst, '}')
 }
 
