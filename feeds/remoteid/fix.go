@@ -15,9 +15,6 @@ import (
 // Fix is one position converted from a feed, with where it came from.
 type Fix struct {
 	Pos telemetry.Position
-	// HAccuracyM / VAccuracyM are the accuracy classes' bounds in metres
-	// (nil: unknown or open-ended).
-	HAccuracyM, VAccuracyM *float64
 	// Item is the zero-based index of the flight (RID) or message (ODID)
 	// in the request.
 	Item int

@@ -158,9 +158,10 @@ func (r *Result) odid(i int, prefix string, m *odidMessage, recv time.Time) {
 		Pos: telemetry.Position{DroneID: drone, Seq: unixMS(ts), TS: ts, Lat: *l.Latitude, Lon: *l.Longitude},
 		Src: map[string]string{"drone_id": idPath, "seq": path + ".TimeStamp", "ts": path + ".TimeStamp",
 			"lat": path + ".Latitude", "lon": path + ".Longitude", "alt_m": path + ".AltitudeGeo", "alt_ref": path + ".AltitudeGeo",
-			"agl_m": path + ".Height", "heading_deg": path + ".Direction", "speed_mps": path + ".SpeedHorizontal"},
-		HAccuracyM: classODID(horizontalODID, l.HorizAccuracy), VAccuracyM: classODID(verticalODID, l.VertAccuracy),
+			"agl_m": path + ".Height", "heading_deg": path + ".Direction", "speed_mps": path + ".SpeedHorizontal",
+			"h_accuracy_m": path + ".HorizAccuracy", "v_accuracy_m": path + ".VertAccuracy"},
 	}
+	fix.Pos.HAccuracyM, fix.Pos.VAccuracyM = classODID(horizontalODID, l.HorizAccuracy), classODID(verticalODID, l.VertAccuracy)
 	if a := altitude(l.AltitudeGeo); a != nil {
 		fix.Pos.AltM, fix.Pos.AltRef = a, telemetry.RefWGS84
 	}

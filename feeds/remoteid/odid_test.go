@@ -75,7 +75,7 @@ func TestODID(t *testing.T) {
 			}
 			x := res.Fixes[0]
 			p := x.Pos
-			got := fmt.Sprintf("%s %s %s %s %s %s %s %s", p.DroneID, p.TS.Format("15:04:05.0"), f64(p.AltM), f64(p.AGLM), f64(p.HeadingDeg), f64(p.SpeedMPS), f64(x.HAccuracyM), f64(x.VAccuracyM))
+			got := fmt.Sprintf("%s %s %s %s %s %s %s %s", p.DroneID, p.TS.Format("15:04:05.0"), f64(p.AltM), f64(p.AGLM), f64(p.HeadingDeg), f64(p.SpeedMPS), f64(x.Pos.HAccuracyM), f64(x.Pos.VAccuracyM))
 			if got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}

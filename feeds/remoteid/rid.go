@@ -264,9 +264,10 @@ func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField
 		Pos: telemetry.Position{DroneID: drone, Seq: unixMS(t.t), TS: t.t, Lat: *p.Lat, Lon: *p.Lng},
 		Src: map[string]string{"drone_id": flightPath(path) + "." + idField, "seq": path + "." + tField, "ts": path + "." + tField,
 			"lat": path + ".position.lat", "lon": path + ".position.lng", "alt_m": path + ".position.alt", "alt_ref": path + ".position.alt",
-			"agl_m": path + "." + hField + ".distance", "heading_deg": path + ".track", "speed_mps": path + ".speed"},
-		HAccuracyM: classRID(horizontalRID, p.AccuracyH), VAccuracyM: classRID(verticalRID, p.AccuracyV),
+			"agl_m": path + "." + hField + ".distance", "heading_deg": path + ".track", "speed_mps": path + ".speed",
+			"h_accuracy_m": path + ".position.accuracy_h", "v_accuracy_m": path + ".position.accuracy_v"},
 	}
+	fix.Pos.HAccuracyM, fix.Pos.VAccuracyM = classRID(horizontalRID, p.AccuracyH), classRID(verticalRID, p.AccuracyV)
 	if a := altitude(p.Alt); a != nil {
 		fix.Pos.AltM, fix.Pos.AltRef = a, telemetry.RefWGS84
 	}

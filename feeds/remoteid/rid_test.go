@@ -94,7 +94,7 @@ func TestFlightsPublicSample(t *testing.T) {
 		if p.AGLM != nil {
 			t.Errorf("%s: a height above TakeoffLocation was read as agl_m %v", f.Path, *p.AGLM)
 		}
-		if f.HAccuracyM != nil || f.VAccuracyM != nil {
+		if f.Pos.HAccuracyM != nil || f.Pos.VAccuracyM != nil {
 			t.Errorf("%s: HAUnknown/VAUnknown gave an accuracy", f.Path)
 		}
 	}
@@ -162,7 +162,7 @@ func TestFlightsFields(t *testing.T) {
 			if ref == "" {
 				ref = "-"
 			}
-			got := fmt.Sprintf("%s %d %s %s %s %s %s %s %s", p.DroneID, p.Seq, f64(p.AltM), ref, f64(p.AGLM), f64(p.HeadingDeg), f64(p.SpeedMPS), f64(f.HAccuracyM), f64(f.VAccuracyM))
+			got := fmt.Sprintf("%s %d %s %s %s %s %s %s %s", p.DroneID, p.Seq, f64(p.AltM), ref, f64(p.AGLM), f64(p.HeadingDeg), f64(p.SpeedMPS), f64(f.Pos.HAccuracyM), f64(f.Pos.VAccuracyM))
 			if got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
