@@ -53,17 +53,11 @@ func (a *Alerter) withDispatch(d *outbox.Dispatcher) *Alerter {
 	return a
 }
 
-// loadZones reads the zone file and builds its index.
+// loadZones reads the zone file with the default options and builds its
+// index (tests and benchmarks; serve and replay use Config.zoneSource).
 func loadZones(path string) (*geofence.Index, error) {
-	set, err := geofence.LoadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("load zones: %w", err)
-	}
-	ix, err := geofence.NewIndex(set)
-	if err != nil {
-		return nil, fmt.Errorf("index zones %s: %w", path, err)
-	}
-	return ix, nil
+	ix, _, err := zoneSource{path: path}.load()
+	return ix, err
 }
 
 // errPartitionCount: the events topic exists with another partition count

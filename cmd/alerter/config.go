@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
 )
 
@@ -26,6 +28,15 @@ type Config struct {
 	EventTTL    time.Duration // NOFLY_EVENT_TTL
 
 	Zones string // NOFLY_ZONES: GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
+	// StrictZones makes unknown GeoJSON zone properties errors (else
+	// warnings); ConservativeZones loads limits without a vertical
+	// reference or unit, and times without an offset, read as alarming
+	// most (else they are refused); AllowEmptyZones lets a file without
+	// zones start or reload (else refused: no zone looks like no
+	// violation). geofence/doc.go has the rules.
+	StrictZones       bool // NOFLY_STRICT_ZONES
+	ConservativeZones bool // NOFLY_CONSERVATIVE_ZONES
+	AllowEmptyZones   bool // NOFLY_ALLOW_EMPTY_ZONES
 
 	Batch  int           // NOFLY_ALERTER_BATCH: records per batch at most
 	Linger time.Duration // NOFLY_ALERTER_LINGER: how long a batch waits to fill after its first record
@@ -189,6 +200,9 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"RedisPrefix":        {"redis-prefix", "NOFLY_REDIS_PREFIX"},
 	"EventTTL":           {"event-ttl", "NOFLY_EVENT_TTL"},
 	"Zones":              {"zones", "NOFLY_ZONES"},
+	"StrictZones":        {"strict-zones", "NOFLY_STRICT_ZONES"},
+	"ConservativeZones":  {"conservative-zones", "NOFLY_CONSERVATIVE_ZONES"},
+	"AllowEmptyZones":    {"allow-empty-zones", "NOFLY_ALLOW_EMPTY_ZONES"},
 	"Batch":              {"batch", "NOFLY_ALERTER_BATCH"},
 	"Linger":             {"linger", "NOFLY_ALERTER_LINGER"},
 	"SessionTimeout":     {"session-timeout", "NOFLY_ALERTER_SESSION_TIMEOUT"},
@@ -255,6 +269,12 @@ func (f *flagSet) field(c *Config, field, usage string) {
 		f.DurationVar(&c.EventTTL, ff.flag, c.EventTTL, usage)
 	case "Zones":
 		f.StringVar(&c.Zones, ff.flag, c.Zones, usage)
+	case "StrictZones":
+		f.BoolVar(&c.StrictZones, ff.flag, c.StrictZones, usage)
+	case "ConservativeZones":
+		f.BoolVar(&c.ConservativeZones, ff.flag, c.ConservativeZones, usage)
+	case "AllowEmptyZones":
+		f.BoolVar(&c.AllowEmptyZones, ff.flag, c.AllowEmptyZones, usage)
 	case "Batch":
 		f.IntVar(&c.Batch, ff.flag, c.Batch, usage)
 	case "Linger":
@@ -289,7 +309,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	fs := newFlagSet("alerter")
 	for _, field := range []string{"Brokers", "Topic", "Partitions", "Group", "RedisAddr", "RedisPrefix", "EventTTL",
-		"Zones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout",
+		"Zones", "StrictZones", "ConservativeZones", "AllowEmptyZones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout",
 		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "OutboxRetention", "HTTPAddr", "LogLevel"} {
 		fs.field(&c, field, usages[field])
 	}
@@ -308,6 +328,9 @@ var usages = map[string]string{
 	"RedisPrefix":        "first part of every Redis key's hash tag",
 	"EventTTL":           "lifetime of an event's unique key in Redis",
 	"Zones":              "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP",
+	"StrictZones":        "unknown GeoJSON zone properties are errors, not warnings",
+	"ConservativeZones":  "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file",
+	"AllowEmptyZones":    "start (and reload) with a zone file that leaves no zone, which raises no alarm",
 	"Batch":              "records per batch at most (one Redis round trip per batch)",
 	"Linger":             "how long a batch waits to fill after its first record",
 	"SessionTimeout":     "consumer group session timeout",
@@ -320,4 +343,58 @@ var usages = map[string]string{
 	"OutboxRetention":    "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry",
 	"HTTPAddr":           "address of /metrics and /healthz; empty turns it off",
 	"LogLevel":           "debug, info, warn or error",
+}
+
+// zoneSource is where the zones come from and how they are read.
+type zoneSource struct {
+	path       string
+	loader     geofence.Loader
+	allowEmpty bool
+}
+
+func (c Config) zoneSource() zoneSource {
+	return zoneSource{path: c.Zones, loader: geofence.Loader{Strict: c.StrictZones, Conservative: c.ConservativeZones}, allowEmpty: c.AllowEmptyZones}
+}
+
+// errNoZones: the zone file leaves no zone and --allow-empty-zones is off.
+var errNoZones = errors.New("no zone loaded: nothing would raise an alarm (--allow-empty-zones, NOFLY_ALLOW_EMPTY_ZONES, if that is meant)")
+
+// load reads the zone file and builds its index; the report says what
+// was loaded, dropped and warned of.
+func (s zoneSource) load() (*geofence.Index, geofence.LoadReport, error) {
+	set, err := s.loader.LoadFile(s.path)
+	if err != nil {
+		if !s.loader.Conservative && strings.Contains(err.Error(), "load conservatively") {
+			return nil, geofence.LoadReport{}, fmt.Errorf("load zones (--conservative-zones loads what is missing read as alarming most): %w", err)
+		}
+		return nil, geofence.LoadReport{}, fmt.Errorf("load zones: %w", err)
+	}
+	if len(set.Zones) == 0 && !s.allowEmpty {
+		return nil, set.Report, fmt.Errorf("load zones: %s: %w", set.Report.Summary(), errNoZones)
+	}
+	ix, err := geofence.NewIndex(set)
+	if err != nil {
+		return nil, set.Report, fmt.Errorf("index zones %s: %w", s.path, err)
+	}
+	return ix, set.Report, nil
+}
+
+// logZoneReport logs a load's summary and each of its warnings.
+func logZoneReport(log *slog.Logger, msg string, r geofence.LoadReport, version string) {
+	for _, w := range r.Warnings {
+		log.Warn("zone file warning", "file", w.File, "feature", w.Feature, "id", w.ID, "field", w.Field, "msg", w.Msg)
+	}
+	if r.Truncated > 0 {
+		log.Warn("zone file warnings left out", "file", r.File, "count", r.Truncated)
+	}
+	attrs := []any{"file", r.File, "format", r.Format, "version", version, "zones", r.Zones,
+		"dropped", len(r.Dropped), "warnings", len(r.Warnings) + r.Truncated, "summary", r.Summary()}
+	for reason, n := range r.DroppedBy() {
+		attrs = append(attrs, "dropped_"+reason, n)
+	}
+	if r.Zones == 0 {
+		log.Warn(msg+" (none: nothing raises an alarm)", attrs...)
+		return
+	}
+	log.Info(msg, attrs...)
 }

@@ -36,6 +36,13 @@ func TestParseConfig(t *testing.T) {
 		{"prefix without braces", []string{"--zones", "z", "--redis-prefix", "a{b"}, nil, nil, "RedisPrefix"},
 		{"session vs heartbeat", []string{"--zones", "z", "--session-timeout", "2s", "--heartbeat", "1s"}, nil, nil, "SessionTimeout"},
 		{"http off", []string{"--zones", "z", "--http", ""}, nil, func(c Config) bool { return c.HTTPAddr == "" }, ""},
+		{"zone options", []string{"--zones", "z", "--strict-zones", "--conservative-zones", "--allow-empty-zones"}, nil, func(c Config) bool {
+			s := c.zoneSource()
+			return c.StrictZones && c.ConservativeZones && c.AllowEmptyZones && s.loader.Strict && s.loader.Conservative && s.allowEmpty
+		}, ""},
+		{"zone options from env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "true", "NOFLY_CONSERVATIVE_ZONES": "1", "NOFLY_ALLOW_EMPTY_ZONES": "false"},
+			func(c Config) bool { return c.StrictZones && c.ConservativeZones && !c.AllowEmptyZones }, ""},
+		{"bad bool env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "maybe"}, nil, "NOFLY_STRICT_ZONES"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

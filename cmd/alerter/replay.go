@@ -88,6 +88,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs := newFlagSet("alerter replay")
 	fs.SetOutput(stderr)
 	fs.field(&c, "Zones", usages["Zones"])
+	for _, f := range []string{"StrictZones", "ConservativeZones", "AllowEmptyZones"} {
+		fs.field(&c, f, usages[f])
+	}
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
@@ -102,10 +105,13 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case c.Batch < 1:
 		return badField("Batch", "must be at least 1")
 	}
-	ix, err := loadZones(c.Zones)
+	ix, zrep, err := c.zoneSource().load()
 	if err != nil {
 		return err
 	}
+	// The zone summary on stderr: an audit over no zones, or over zones
+	// dropped or warned of, must say so.
+	logZoneReport(newLogger(stderr, c.LogLevel), "zones loaded", zrep, ix.Version())
 	var in io.Reader = os.Stdin
 	name := "stdin"
 	if *input != "-" {

@@ -30,13 +30,14 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 // serve runs the live alerter until ctx ends. started, if not nil, is
 // called with the metrics address once everything is up (tests).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metricsAddr string)) error {
-	ix, err := loadZones(cfg.Zones)
+	src := cfg.zoneSource()
+	ix, rep, err := src.load()
 	if err != nil {
 		return err
 	}
 	var zones geofence.Current
 	zones.Store(ix)
-	log.Info("zones loaded", "file", cfg.Zones, "version", ix.Version(), "zones", len(ix.Zones()))
+	logZoneReport(log, "zones loaded", rep, ix.Version())
 
 	rc := newRedisClient(cfg.RedisAddr, "nofly-alerter:"+cfg.Group)
 	defer rc.Close()
@@ -87,7 +88,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reloadZones(cfg.Zones, &zones, m, log)
+				reloadZones(src, &zones, m, log)
 			}
 		}
 	}()
@@ -159,16 +160,17 @@ func newDispatcher(ctx context.Context, cfg Config, partitions int, m *metrics, 
 	return &dispatch{d: d, rdb: rdb}, nil
 }
 
-// reloadZones swaps in the zone file's current content; a bad file keeps
-// the zones in use. Alarms of removed or changed zones clear at their
-// drone's next position.
-func reloadZones(path string, zones *geofence.Current, m *metrics, log *slog.Logger) {
-	ix, err := loadZones(path)
+// reloadZones swaps in the zone file's current content; a bad file, or one
+// that leaves no zone without --allow-empty-zones, keeps the zones in use.
+// Alarms of removed or changed zones clear at their drone's next position.
+func reloadZones(src zoneSource, zones *geofence.Current, m *metrics, log *slog.Logger) {
+	ix, rep, err := src.load()
 	if err != nil {
 		m.reloads.WithLabelValues("error").Inc()
-		log.Error("zone reload failed; keeping the zones in use", "err", err)
+		log.Error("zone reload failed; keeping the zones in use", "err", err, "zones_in_use", len(zones.Load().Zones()))
 		return
 	}
+	logZoneReport(log, "zone file reloaded", rep, ix.Version())
 	old := zones.Store(ix)
 	ch := geofence.Diff(old, ix)
 	m.reloads.WithLabelValues("ok").Inc()
