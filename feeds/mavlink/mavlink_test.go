@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nofly-dev/nofly/telemetry"
 )
 
 // golden reads testdata/feeds/mavlink/frames.tsv: frames pymavlink wrote
@@ -210,6 +213,69 @@ func FuzzFrames(f *testing.F) {
 		}
 		if n != len(b) {
 			t.Fatalf("frames and bad bytes cover %d of %d bytes", n, len(b))
+		}
+	})
+}
+
+func TestDecoder(t *testing.T) {
+	g := golden(t)
+	d, err := NewDecoder("ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	var dgram []byte
+	for _, n := range []string{"v2 heartbeat", "v2 gpi sys 7", "v1 gpi sys 12", "v2 gpi hdg unknown"} {
+		dgram = append(dgram, g[n]...)
+	}
+	ps, st, errs := d.Datagram(dgram, recv, nil)
+	if len(errs) > 0 || st.Frames != 4 || st.Positions != 3 || st.BadBytes != 0 || d.Vehicles() != 2 {
+		t.Fatalf("stats %+v, errors %v, vehicles %d", st, errs, d.Vehicles())
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, fmt.Sprintf("%s %s %d", p.DroneID, p.TS.Format("15:04:05.000"), p.Seq))
+	}
+	// sys 7: anchored by 123456 ms, the second fix 100 ms later by its own clock.
+	want := []string{
+		fmt.Sprintf("ops-7 08:00:00.000 %d", recv.UnixMilli()),
+		fmt.Sprintf("ops-12 08:00:00.000 %d", recv.UnixMilli()),
+		fmt.Sprintf("ops-7 08:00:00.100 %d", recv.UnixMilli()+100),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, bad := range []string{"", "a b", strings.Repeat("x", MaxFleetLen+1)} {
+		if _, err := NewDecoder(bad); err == nil {
+			t.Errorf("fleet %q accepted", bad)
+		}
+	}
+}
+
+func FuzzDatagram(f *testing.F) {
+	var all []byte
+	for _, b := range golden(f) {
+		f.Add(b)
+		all = append(all, b...)
+	}
+	f.Add(all)
+	recv := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, _ := NewDecoder("f")
+		ps, st, _ := d.Datagram(b, recv, nil)
+		ps, _, _ = d.Datagram(b, recv.Add(time.Second), ps)
+		if len(ps) < st.Positions {
+			t.Fatal("positions lost")
+		}
+		last := map[string]int64{}
+		for _, p := range ps {
+			if s, ok := last[p.DroneID]; ok && p.Seq <= s {
+				t.Fatalf("%s: seq %d after %d", p.DroneID, p.Seq, s)
+			}
+			last[p.DroneID] = p.Seq
+			if _, err := telemetry.Decode(p.AppendJSON(nil)); err != nil {
+				t.Fatalf("%s: %v", p.AppendJSON(nil), err)
+			}
 		}
 	})
 }
