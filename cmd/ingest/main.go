@@ -4,6 +4,8 @@
 //	ingest send --file F [--rate N] [flags]
 //	                              stream a recorded NDJSON track file through the producer
 //	ingest loadtest [flags]       post synthetic batches to a running intake, report records/s and p99
+//	ingest mavlink --fleet NAME [--listen udp://127.0.0.1:14550] [flags]
+//	                              relay MAVLink GLOBAL_POSITION_INT from UDP to Kafka
 //
 // Every flag has an environment fallback; see README.md next to this file.
 package main
@@ -41,11 +43,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = sendCmd(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		err = loadtestCmd(ctx, args, getenv, stdout, stderr)
+	case "mavlink":
+		err = mavlinkCmd(ctx, args, getenv, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: ingest [serve|send|loadtest] [flags]; ingest <command> -h for its flags")
+		fmt.Fprintln(stdout, "usage: ingest [serve|send|loadtest|mavlink] [flags]; ingest <command> -h for its flags")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ingest: unknown command %q; use serve, send or loadtest\n", sub)
+		fmt.Fprintf(stderr, "ingest: unknown command %q; use serve, send, loadtest or mavlink\n", sub)
 		return 2
 	}
 	switch {
