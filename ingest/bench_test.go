@@ -47,6 +47,7 @@ func BenchmarkPostTelemetry(b *testing.B) {
 			for b.Loop() {
 				w := httptest.NewRecorder()
 				req := httptest.NewRequest(http.MethodPost, "/v1/telemetry", bytes.NewReader(bc.body))
+				req.RemoteAddr = "127.0.0.1:40000"
 				req.Header.Set("Content-Type", bc.contentType)
 				s.ServeHTTP(w, req)
 				if w.Code != http.StatusAccepted {

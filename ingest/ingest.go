@@ -40,7 +40,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
+	"github.com/nofly-dev/nofly/ingest/feedkey"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -101,6 +103,12 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Feeds, when set, are who may write: every write must carry
+	// "Authorization: Bearer <key>" of one of them (auth.go). Nil: only
+	// loopback clients may write, unless InsecureOpenIntake.
+	Feeds *feedkey.Set
+	// InsecureOpenIntake, without Feeds, lets every client write.
+	InsecureOpenIntake bool
 }
 
 // Server is the intake's HTTP handler. Use Handler to mount it.
@@ -108,6 +116,8 @@ type Server struct {
 	opt      Options
 	log      *slog.Logger
 	m        *metrics
+	auth     *authMetrics
+	limiters map[string]*rate.Limiter // per rated feed
 	router   chi.Router
 	draining atomic.Bool
 	bufs     sync.Pool
@@ -139,14 +149,21 @@ func NewServer(opt Options) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
+	if opt.Feeds != nil && opt.InsecureOpenIntake {
+		return nil, errors.New("ingest: Options.Feeds and InsecureOpenIntake exclude each other")
+	}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, log: opt.Logger, m: m}
+	am, err := newAuthMetrics(opt.Registry, opt.Feeds)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, log: opt.Logger, m: m, auth: am, limiters: newLimiters(opt.Feeds)}
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.observe)
+	r.Use(middleware.Recoverer, s.observe, s.authenticate)
 	r.Post("/v1/telemetry", s.postTelemetry)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -203,9 +220,11 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		decode = nil
 	}
-	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+	coding, ok := contentCoding(r.Header.Get("Content-Encoding"))
+	if !ok {
+		w.Header().Set("Accept-Encoding", "gzip")
 		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
-			message: fmt.Sprintf("Content-Encoding %q is not supported; send the body uncompressed", enc)})
+			message: fmt.Sprintf("Content-Encoding %q is not supported; send gzip or no encoding", coding)})
 		return
 	}
 	if err != nil || decode == nil {
@@ -229,20 +248,17 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, lim.MaxBodyBytes)); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.reject(w, r, &rejection{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooBig,
-				message: fmt.Sprintf("body is more than the limit of %d bytes", lim.MaxBodyBytes)})
-			return
-		}
-		setOutcome(r, 0, "read_error", "reading the body", err)
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "reading the body: " + err.Error()})
+	if rej := readBody(w, r, buf, coding, lim.MaxBodyBytes); rej != nil {
+		s.reject(w, r, rej)
 		return
 	}
 
 	b, rej := decode(buf.Bytes(), lim)
 	if rej != nil {
+		s.reject(w, r, rej)
+		return
+	}
+	if rej := s.admit(w, r, b); rej != nil {
 		s.reject(w, r, rej)
 		return
 	}

@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_records_rejected_total",
-			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, kafka_unavailable, produce_failed, client_closed). Requests rejected before their records were read (body_too_large, unsupported_media_type) count in nofly_ingest_http_requests_total only.",
+			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, prefix_refused, rate_limited, kafka_unavailable, produce_failed, client_closed). Requests rejected before their records were read (body_too_large, unsupported_media_type, bad_encoding, and the auth failures of nofly_ingest_auth_failures_total) count in nofly_ingest_http_requests_total only.",
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_http_requests_total",
@@ -54,6 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // outcome is what a handler tells the logging middleware about a request.
 type outcome struct {
+	feed    string // who wrote (auth.go), "" for reads and refused writes
 	records int
 	reason  string
 	message string
@@ -64,7 +65,14 @@ type outcomeKey struct{}
 
 func setOutcome(r *http.Request, records int, reason, message string, cause error) {
 	if o, ok := r.Context().Value(outcomeKey{}).(*outcome); ok {
-		*o = outcome{records: records, reason: reason, message: message, cause: cause}
+		*o = outcome{feed: o.feed, records: records, reason: reason, message: message, cause: cause}
+	}
+}
+
+// setFeed tells the logging middleware which feed sent the request.
+func setFeed(r *http.Request, feed string) {
+	if o, ok := r.Context().Value(outcomeKey{}).(*outcome); ok {
+		o.feed = feed
 	}
 }
 
@@ -87,6 +95,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		s.m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		if o.feed != "" {
+			s.auth.feedRequests.WithLabelValues(o.feed, strconv.Itoa(status)).Inc()
+			if status == http.StatusAccepted {
+				s.auth.feedAccepted.WithLabelValues(o.feed).Add(float64(o.records))
+			}
+		}
 		level := slog.LevelDebug
 		switch {
 		case route == "/readyz":
@@ -101,6 +115,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		attrs := []slog.Attr{
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000), slog.String("remote", r.RemoteAddr),
+		}
+		if o.feed != "" {
+			attrs = append(attrs, slog.String("feed", o.feed))
 		}
 		if o.records > 0 {
 			attrs = append(attrs, slog.Int("records", o.records))
