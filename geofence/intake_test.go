@@ -354,3 +354,20 @@ func findZone(set *ZoneSet, id string) (*Zone, bool) {
 	}
 	return nil, false
 }
+
+// TestAliasWithReference: a Flight Blender limit given a reference loads
+// by default, in that reference; W84 (ASTM's and InterUSS's name) is WGS84.
+func TestAliasWithReference(t *testing.T) {
+	src := fc(feature(sq, `{"name":"FB","upper_limit":120,"ceiling_ref":"W84","lower_limit":"10","floor_ref":"AGL","start_time":"2026-12-02T10:00:00+01:00"}`))
+	set, _, err := Parse(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := set.Zones[0]
+	if z.ID != "FB" || *z.Volumes[0].Ceiling != (Limit{120, WGS84}) || *z.Volumes[0].Floor != (Limit{10, AGL}) || !z.ActiveFrom.Equal(utc("2026-12-02T09:00:00Z")) {
+		t.Errorf("zone %+v: %+v %+v", z, z.Volumes[0].Floor, z.Volumes[0].Ceiling)
+	}
+	if !problemAt(set.Report.Warnings, 1, "properties.lower_limit", "a number written as a string") {
+		t.Errorf("warnings %v", set.Report.Warnings)
+	}
+}
