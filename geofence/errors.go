@@ -14,11 +14,11 @@ var ErrInvalid = errors.New("invalid zone set")
 // Problem is one thing wrong with a zone file: an error, which rejects the
 // file, or a warning (LoadReport.Warnings), which does not.
 type Problem struct {
-	File    string // the file's path as given, if known
-	Feature int    // the feature's position in the file counted from 1 (as lines are); 0 for the file as a whole
-	ID      string // the feature's id, if known
-	Field   string // the field, as a JSON path (e.g. properties.floor_m)
-	Msg     string
+	File    string `json:"file,omitempty"`    // the file's path as given, if known
+	Feature int    `json:"feature,omitempty"` // the feature's position in the file counted from 1 (as lines are); 0 for the file as a whole
+	ID      string `json:"id,omitempty"`      // the feature's id, if known
+	Field   string `json:"field,omitempty"`   // the field, as a JSON path (e.g. properties.floor_m)
+	Msg     string `json:"message"`
 }
 
 func (p Problem) String() string {
@@ -86,22 +86,22 @@ const DropNoRestriction = "NO_RESTRICTION"
 
 // Drop is a zone of the file that was not imported, and why.
 type Drop struct {
-	Feature int // counted from 1
-	ID      string
-	Reason  string // DropNoRestriction
+	Feature int    `json:"feature"` // counted from 1
+	ID      string `json:"id,omitempty"`
+	Reason  string `json:"reason"` // DropNoRestriction
 }
 
 // LoadReport says what a load did: zones loaded, zones dropped and why,
 // and the warnings (each a Problem naming file, feature and field). Every
 // parser fills it in ZoneSet.Report.
 type LoadReport struct {
-	File     string // path as given, if loaded from a file
-	Format   Format
-	Zones    int // zones loaded
-	Dropped  []Drop
-	Warnings []Problem
+	File     string    `json:"file,omitempty"` // path as given, if loaded from a file
+	Format   Format    `json:"format"`
+	Zones    int       `json:"zones"` // zones loaded
+	Dropped  []Drop    `json:"dropped"`
+	Warnings []Problem `json:"warnings"`
 	// Truncated counts warnings left out beyond the first 1000.
-	Truncated int
+	Truncated int `json:"warnings_left_out,omitempty"`
 }
 
 // DroppedBy counts the dropped zones by reason.

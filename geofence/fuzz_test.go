@@ -61,7 +61,7 @@ func exercise(t *testing.T, set *ZoneSet, err error) {
 
 func FuzzParseGeoJSON(f *testing.F) {
 	f.Add([]byte(squareZone))
-	addZoneFiles(f, "*.geojson")
+	addZoneFiles(f, "*.geojson", "flightblender/*.geojson")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set, err := ParseGeoJSON(bytes.NewReader(b))
 		exercise(t, set, err)
@@ -84,11 +84,14 @@ func FuzzParseED318(f *testing.F) {
 	})
 }
 
-// FuzzParse goes through format detection, as LoadFile does.
+// FuzzParse goes through format detection, as LoadFile does, with the
+// conservative and strict options as well.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(squareZone))
+	addZoneFiles(f, "flightblender/*.geojson", "ed269/interuss_monitoring_cis_source_sample_ed269.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		set, _, err := Parse(bytes.NewReader(b))
+		opt := Loader{Conservative: len(b)%2 == 0, Strict: len(b)%3 == 0}
+		set, _, err := opt.Parse(bytes.NewReader(b))
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Fatalf("error %T %v", err, err)
 		}
