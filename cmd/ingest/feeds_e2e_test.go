@@ -167,8 +167,9 @@ func sortTransitions(ts []transition) {
 	})
 }
 
-// TestFeedsEndToEnd: a Remote ID flights answer posted to a real ingest and
-// MAVLink GLOBAL_POSITION_INT sent over UDP to ingest mavlink reach the
+// TestFeedsEndToEnd: a Network Remote ID flights answer and Broadcast
+// Remote ID Location messages posted to a real ingest, and MAVLink
+// GLOBAL_POSITION_INT sent over UDP to ingest mavlink, reach the
 // real broker; a real alerter (the built binary) raises and clears their
 // alarms on alerts.events, exactly as the geofence index queried directly
 // on the converted positions says.
@@ -235,6 +236,26 @@ func TestFeedsEndToEnd(t *testing.T) {
 	postRID(t, svc.url, ridAnswer(t, states, serial, 0, 10, base))
 	postRID(t, svc.url, ridAnswer(t, states, serial, 5, len(states), base))
 
+	// Broadcast Remote ID: three Location messages of one drone, north of,
+	// inside and south of the Zurich box, as a receiver posts them.
+	var odid []map[string]any
+	for i, lat := range []float64{47.3710, 47.3703, 47.3695} {
+		heard := base.Add(time.Duration(20+i) * time.Second)
+		odid = append(odid, map[string]any{"basic_id": map[string]any{"IDType": 1, "UASID": "ODID-E2E"},
+			"received_at": heard.Add(300 * time.Millisecond).Format(time.RFC3339Nano),
+			"location": map[string]any{"Latitude": lat, "Longitude": 8.4880, "AltitudeGeo": 520, "HeightType": 0, "Height": 40,
+				"Direction": 361, "SpeedHorizontal": 255, "TimeStamp": float64(heard.Sub(heard.Truncate(time.Hour))) / float64(time.Second)}})
+	}
+	odidBody, _ := json.Marshal(odid)
+	res, err := http.Post(svc.url+"/v1/telemetry/odid", "application/json", bytes.NewReader(odidBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/telemetry/odid: %d %s", res.StatusCode, b)
+	}
+	res.Body.Close()
+
 	// MAVLink: vehicle 5 flies west to east through the box and back out,
 	// rebooting on the way; vehicle 6 stays south of it.
 	conn, err := net.Dial("udp", udp)
@@ -277,7 +298,8 @@ func TestFeedsEndToEnd(t *testing.T) {
 	for _, x := range want {
 		summary = append(summary, x.Drone+" "+x.Type+" "+x.Zone)
 	}
-	if got := strings.Join(summary, ", "); got != "1AKGAAN8G70R7JS raised E2E-RID, 1AKGAAN8G70R7JS cleared E2E-RID, e2e-5 raised E2E-MAV, e2e-5 cleared E2E-MAV" {
+	if got := strings.Join(summary, ", "); got != "1AKGAAN8G70R7JS raised E2E-RID, 1AKGAAN8G70R7JS cleared E2E-RID, "+
+		"ODID-E2E raised E2E-RID, ODID-E2E cleared E2E-RID, e2e-5 raised E2E-MAV, e2e-5 cleared E2E-MAV" {
 		t.Fatalf("the scenario does not cross the zones as planned: %s", got)
 	}
 
