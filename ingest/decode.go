@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/nofly-dev/nofly/telemetry"
 )
 
-// maxListedErrors caps the errors listed in one 400 answer; the message says
-// how many there were in all.
+// maxListedErrors caps the errors listed in one 400 answer, and the warnings
+// of one 202; the message (warnings_total) says how many there were in all.
 const maxListedErrors = 100
 
 // LineError is one entry of a 400 answer: the record at Line (NDJSON: the
@@ -23,6 +24,23 @@ type LineError struct {
 	Line  int    `json:"line"`
 	Field string `json:"field"`
 	Error string `json:"error"`
+}
+
+// LineWarning is one entry of a 202 answer's warnings: an optional Field of
+// the record at Line (numbered as LineError's) was dropped because of
+// Warning, and the record was accepted without it.
+type LineWarning struct {
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
+	Warning string `json:"warning"`
+}
+
+// acceptedBody is the 202 answer. Warnings and WarningsTotal appear only
+// when a field was dropped.
+type acceptedBody struct {
+	Accepted      int           `json:"accepted"`
+	Warnings      []LineWarning `json:"warnings,omitempty"`
+	WarningsTotal int           `json:"warnings_total,omitempty"`
 }
 
 // rejection is why a request is answered without producing anything.
@@ -39,6 +57,7 @@ type rejection struct {
 // the requests that had no records to count.
 const (
 	reasonInvalid     = "invalid"
+	reasonClock       = "ts_out_of_range"
 	reasonLineTooLong = "line_too_long"
 	reasonTooMany     = "too_many_records"
 	reasonBodyTooBig  = "body_too_large"
@@ -49,18 +68,33 @@ const (
 	reasonClientGone  = "client_closed"
 )
 
-// batch is a decoded request: the records and, for each, its line.
+// batch is a decoded request: the records and, for each, its line; the
+// optional fields dropped (listed up to maxListedErrors, counted by field).
 type batch struct {
 	positions []telemetry.Position
 	lines     []int
+	warnings  []LineWarning
+	nWarnings int
+	dropped   map[string]int
+}
+
+// decodeOpts is what a request is decoded against: the limits, the receive
+// time and the bounds on ts around it (0: no bound).
+type decodeOpts struct {
+	lim      Limits
+	now      time.Time
+	maxAhead time.Duration
+	maxAge   time.Duration
 }
 
 // decoder accumulates the errors of one request.
 type decoder struct {
-	lim      Limits
+	decodeOpts
 	b        batch
+	ws       []telemetry.FieldWarning // scratch, reused per record
 	errs     []LineError
 	nErrs    int
+	nClock   int // errors of ts against the receive time
 	tooLong  bool
 	nRecords int
 }
@@ -83,7 +117,8 @@ func (d *decoder) record(line int, raw []byte) *rejection {
 		d.fail(line, "", fmt.Sprintf("record is %d bytes, longer than the limit of %d", len(raw), d.lim.MaxLineBytes))
 		return nil
 	}
-	p, err := telemetry.Decode(raw)
+	p, ws, err := telemetry.DecodeWarn(raw, d.ws[:0])
+	d.ws = ws
 	if err != nil {
 		var fe *telemetry.FieldError
 		if errors.As(err, &fe) {
@@ -93,16 +128,48 @@ func (d *decoder) record(line int, raw []byte) *rejection {
 		}
 		return nil
 	}
+	if msg := d.checkClock(p.TS); msg != "" {
+		d.nClock++
+		d.fail(line, "ts", msg)
+		return nil
+	}
+	for _, w := range ws {
+		d.b.nWarnings++
+		if len(d.b.warnings) < maxListedErrors {
+			d.b.warnings = append(d.b.warnings, LineWarning{Line: line, Field: w.Field, Warning: w.Warning})
+		}
+		if d.b.dropped == nil {
+			d.b.dropped = make(map[string]int)
+		}
+		d.b.dropped[w.Field]++
+	}
 	d.b.positions = append(d.b.positions, p)
 	d.b.lines = append(d.b.lines, line)
 	return nil
 }
 
+// checkClock says what is wrong with ts against the receive time, or "".
+// A bound is "more than": a ts exactly maxAhead ahead is accepted.
+func (d *decoder) checkClock(ts time.Time) string {
+	switch skew := ts.Sub(d.now); {
+	case d.maxAhead > 0 && skew > d.maxAhead:
+		return fmt.Sprintf("%s is %v ahead of the receive time %s, more than the allowed clock skew of %v; is the sender's clock fast?",
+			ts.Format(time.RFC3339Nano), skew, d.now.Format(time.RFC3339Nano), d.maxAhead)
+	case d.maxAge > 0 && -skew > d.maxAge:
+		return fmt.Sprintf("%s is %v before the receive time %s, older than the allowed record age of %v",
+			ts.Format(time.RFC3339Nano), -skew, d.now.Format(time.RFC3339Nano), d.maxAge)
+	}
+	return ""
+}
+
 func (d *decoder) result() (batch, *rejection) {
 	if d.nErrs > 0 {
 		reason := reasonInvalid
-		if d.tooLong {
+		switch {
+		case d.tooLong:
 			reason = reasonLineTooLong
+		case d.nClock == d.nErrs:
+			reason = reasonClock
 		}
 		return batch{}, &rejection{status: http.StatusBadRequest, reason: reason, errs: d.errs, records: d.nRecords,
 			message: fmt.Sprintf("%d of %d records invalid; nothing was accepted", d.nErrs, d.nRecords)}
@@ -114,9 +181,12 @@ func (d *decoder) result() (batch, *rejection) {
 }
 
 // decodeNDJSON reads one record per line. Blank lines (whitespace only) are
-// skipped but counted, so line numbers match what an editor shows.
-func decodeNDJSON(body []byte, lim Limits) (batch, *rejection) {
-	d := decoder{lim: lim}
+// skipped but counted, so line numbers match what an editor shows; a UTF-8
+// byte order mark before the first is skipped.
+func decodeNDJSON(body []byte, o decodeOpts) (batch, *rejection) {
+	lim := o.lim
+	body = telemetry.TrimBOM(body)
+	d := decoder{decodeOpts: o}
 	d.b.positions = make([]telemetry.Position, 0, min(bytes.Count(body, []byte{'\n'})+1, lim.MaxRecords))
 	d.b.lines = make([]int, 0, cap(d.b.positions))
 	for line := 1; len(body) > 0; line++ {
@@ -138,10 +208,10 @@ func decodeNDJSON(body []byte, lim Limits) (batch, *rejection) {
 }
 
 // decodeJSON reads one object, or an array of objects whose "line" is the
-// element index + 1.
-func decodeJSON(body []byte, lim Limits) (batch, *rejection) {
-	d := decoder{lim: lim}
-	trimmed := bytes.TrimSpace(body)
+// element index + 1. A leading UTF-8 byte order mark is skipped.
+func decodeJSON(body []byte, o decodeOpts) (batch, *rejection) {
+	d := decoder{decodeOpts: o}
+	trimmed := bytes.TrimSpace(telemetry.TrimBOM(body))
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		if len(trimmed) > 0 {
 			if rej := d.record(1, trimmed); rej != nil {
@@ -174,4 +244,21 @@ func decodeJSON(body []byte, lim Limits) (batch, *rejection) {
 		d.fail(d.nRecords+1, "", "malformed JSON: data after the closing ]")
 	}
 	return d.result()
+}
+
+// accepted is the 202 answer for b.
+func (b *batch) accepted() acceptedBody {
+	return acceptedBody{Accepted: len(b.positions), Warnings: b.warnings, WarningsTotal: b.nWarnings}
+}
+
+// countDropped counts the fields dropped from an accepted batch.
+func (s *Server) countDropped(b *batch) {
+	for field, n := range b.dropped {
+		s.m.fieldsDropped.WithLabelValues(field).Add(float64(n))
+	}
+}
+
+// decodeOpts returns the options of a request received at now.
+func (s *Server) decodeOpts(now time.Time) decodeOpts {
+	return decodeOpts{lim: s.opt.Limits, now: now, maxAhead: max(s.opt.MaxClockSkewAhead, 0), maxAge: s.opt.MaxRecordAge}
 }

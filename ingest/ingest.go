@@ -1,9 +1,22 @@
 // Package ingest is the telemetry HTTP intake: POST /v1/telemetry takes
 // NDJSON or JSON position records, validates every one with package
 // telemetry, produces them to Kafka (key = drone_id, value = canonical JSON,
-// time = the record's ts) and answers 202 only once the producer says every
+// time = the receive time) and answers 202 only once the producer says every
 // record of the request is acknowledged (acks=all). It also serves /healthz,
 // /readyz and /metrics. cmd/ingest wires it to the idempotent producer.
+//
+// Clocks: the Kafka record time is ingest's clock when the request arrived,
+// never ts, so the broker cannot refuse a record for its time (it refuses
+// one more than log.message.timestamp.after.max.ms, 1h by default, ahead)
+// and retention never deletes a re-sent old record early. ts is checked
+// against that receive time: more than Options.MaxClockSkewAhead ahead (10m
+// by default) is a 400 naming ts and the skew, and more than
+// Options.MaxRecordAge behind (no bound by default: recorded tracks and
+// store-and-forward feeds are legitimate) is one too. A record's ts is never
+// the cause of a 5xx.
+//
+// Optional fields follow telemetry.DecodeWarn: one outside every convention
+// is dropped, the record kept, and the 202 lists it under "warnings".
 //
 // Invariants this file relies on, and callers may rely on:
 //
@@ -72,6 +85,9 @@ const (
 	DefaultMaxLineBytes   = 16 << 10
 	DefaultProduceTimeout = 10 * time.Second
 	DefaultRetryAfter     = 5 * time.Second
+	// DefaultMaxClockSkewAhead: ahead of the broker's 1h refusal, loose for
+	// a GNSS-synchronised drone.
+	DefaultMaxClockSkewAhead = 10 * time.Minute
 )
 
 func (l *Limits) setDefaults() {
@@ -103,6 +119,15 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Now is the clock of receive times. Default time.Now.
+	Now func() time.Time
+	// MaxClockSkewAhead bounds how far a ts may be ahead of the receive
+	// time; beyond it the request is a 400 naming ts. Default 10m; negative:
+	// no bound.
+	MaxClockSkewAhead time.Duration
+	// MaxRecordAge bounds how far a ts may be behind the receive time;
+	// beyond it the request is a 400 naming ts. 0: no bound.
+	MaxRecordAge time.Duration
 	// Feeds, when set, are who may write: every write must carry
 	// "Authorization: Bearer <key>" of one of them (auth.go). Nil: only
 	// loopback clients may write, unless InsecureOpenIntake.
@@ -148,6 +173,15 @@ func NewServer(opt Options) (*Server, error) {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.MaxClockSkewAhead == 0 {
+		opt.MaxClockSkewAhead = DefaultMaxClockSkewAhead
+	}
+	if opt.MaxRecordAge < 0 {
+		return nil, errors.New("ingest: Options.MaxRecordAge must not be negative")
 	}
 	if opt.Feeds != nil && opt.InsecureOpenIntake {
 		return nil, errors.New("ingest: Options.Feeds and InsecureOpenIntake exclude each other")
@@ -207,7 +241,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, rej *rejection) 
 }
 
 // mediaTypes maps the accepted Content-Types to their decoders.
-var mediaTypes = map[string]func([]byte, Limits) (batch, *rejection){
+var mediaTypes = map[string]func([]byte, decodeOpts) (batch, *rejection){
 	"application/x-ndjson": decodeNDJSON,
 	"application/ndjson":   decodeNDJSON,
 	"application/json":     decodeJSON,
@@ -253,7 +287,8 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	b, rej := decode(buf.Bytes(), lim)
+	received := s.opt.Now()
+	b, rej := decode(buf.Bytes(), s.decodeOpts(received))
 	if rej != nil {
 		s.reject(w, r, rej)
 		return
@@ -262,7 +297,7 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, rej)
 		return
 	}
-	recs := records(b)
+	recs := records(b, received)
 
 	ctx, cancel := context.WithTimeout(r.Context(), s.opt.ProduceTimeout)
 	start := time.Now()
@@ -274,16 +309,16 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.m.accepted.Add(float64(len(recs)))
+	s.countDropped(&b)
 	setOutcome(r, len(recs), "", "", nil)
-	writeJSON(w, http.StatusAccepted, struct {
-		Accepted int `json:"accepted"`
-	}{len(recs)})
+	writeJSON(w, http.StatusAccepted, b.accepted())
 }
 
 // records encodes the batch for the producer: key = drone_id, value = the
-// canonical JSON, time = ts, partition by murmur2 of the key. Keys and values
-// share one buffer (the producer copies them).
-func records(b batch) []producer.Record {
+// canonical JSON, time = received (never ts: see the package doc), partition
+// by murmur2 of the key. Keys and values share one buffer (the producer
+// copies them).
+func records(b batch, received time.Time) []producer.Record {
 	recs := make([]producer.Record, len(b.positions))
 	buf := make([]byte, 0, len(b.positions)*256)
 	for i := range b.positions {
@@ -294,7 +329,7 @@ func records(b batch) []producer.Record {
 		buf = p.AppendJSON(buf)
 		// Full slice expressions: a later append that moves buf leaves these
 		// pointing at the old array, which still holds their bytes.
-		recs[i] = producer.Record{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Time: p.TS, Partition: producer.AnyPartition}
+		recs[i] = producer.Record{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Time: received, Partition: producer.AnyPartition}
 	}
 	return recs
 }

@@ -80,6 +80,8 @@ type response struct {
 	code       int
 	retryAfter string
 	accepted   int
+	okBody     acceptedBody
+	raw        []byte
 	errBody    errorBody
 }
 
@@ -97,14 +99,12 @@ func post(t *testing.T, h http.Handler, contentType, body string) response {
 		t.Fatalf("answer Content-Type %q, want application/json", ct)
 	}
 	raw := w.Body.Bytes()
+	res.raw = raw
 	if w.Code == http.StatusAccepted {
-		var ok struct {
-			Accepted int `json:"accepted"`
-		}
-		if err := json.Unmarshal(raw, &ok); err != nil {
+		if err := json.Unmarshal(raw, &res.okBody); err != nil {
 			t.Fatalf("202 body %q: %v", raw, err)
 		}
-		res.accepted = ok.Accepted
+		res.accepted = res.okBody.Accepted
 	} else if err := json.Unmarshal(raw, &res.errBody); err != nil {
 		t.Fatalf("%d body %q: %v", w.Code, raw, err)
 	}
@@ -214,11 +214,15 @@ func equalErrors(a, b []LineError) bool {
 	return true
 }
 
-// TestRecordsAsProduced checks key, value, time and partition of what the
-// handler hands the producer, in request order.
+// TestRecordsAsProduced checks key, value, time (the receive time, not ts)
+// and partition of what the handler hands the producer, in request order.
 func TestRecordsAsProduced(t *testing.T) {
 	fp := &fakeProducer{}
-	s := newTestServer(t, fp, Limits{})
+	received := time.Date(2026, 12, 2, 10, 20, 0, 0, time.UTC)
+	s, err := NewServer(Options{Producer: fp, Logger: slogDiscard(), Now: func() time.Time { return received }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	body := `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T11:15:03.250+01:00","lat":51.4706,"lon":-0.4619,"alt_m":85.0,"unknown":1}` + "\n" + rec("UAV-7", 3)
 	if res := post(t, s, ndjson, body); res.code != 202 {
 		t.Fatalf("status %d: %+v", res.code, res.errBody)
@@ -239,8 +243,8 @@ func TestRecordsAsProduced(t *testing.T) {
 		if want := string(p.AppendJSON(nil)); string(r.Value) != want {
 			t.Errorf("record %d value\n got %s\nwant %s", i, r.Value, want)
 		}
-		if !r.Time.Equal(p.TS) {
-			t.Errorf("record %d time %v, want %v", i, r.Time, p.TS)
+		if !r.Time.Equal(received) {
+			t.Errorf("record %d time %v, want the receive time %v (ts is %v)", i, r.Time, received, p.TS)
 		}
 		if r.Partition != producer.AnyPartition {
 			t.Errorf("record %d partition %d, want AnyPartition", i, r.Partition)

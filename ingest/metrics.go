@@ -19,6 +19,7 @@ type metrics struct {
 	rejected       *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	produceSeconds *prometheus.HistogramVec
+	fieldsDropped  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,11 +41,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from Produce to the acknowledgement of every record of a request (result ok) or to its failure (result error).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"result"}),
+		fieldsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nofly_ingest_fields_dropped_total",
+			Help: "Optional fields dropped from accepted records, their value being outside every convention (the 202 lists them), by JSON field.",
+		}, []string{"field"}),
 	}
-	for _, r := range []string{reasonInvalid, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce, reasonClientGone} {
+	for _, f := range []string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg"} {
+		m.fieldsDropped.WithLabelValues(f)
+	}
+	for _, r := range []string{reasonInvalid, reasonClock, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce, reasonClientGone} {
 		m.rejected.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.accepted, m.rejected, m.requests, m.produceSeconds} {
+	for _, c := range []prometheus.Collector{m.accepted, m.rejected, m.requests, m.produceSeconds, m.fieldsDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,9 @@ type Config struct {
 	RetryAfter      time.Duration // NOFLY_INGEST_RETRY_AFTER
 	ShutdownTimeout time.Duration // NOFLY_INGEST_SHUTDOWN_TIMEOUT
 
+	MaxClockSkewAhead time.Duration // NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD, 0 = no bound
+	MaxRecordAge      time.Duration // NOFLY_INGEST_MAX_RECORD_AGE, 0 = no bound
+
 	LogLevel string // NOFLY_LOG_LEVEL: debug, info, warn, error
 }
 
@@ -47,6 +50,8 @@ func DefaultConfig() Config {
 		RetryAfter:      ingest.DefaultRetryAfter,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        "info",
+
+		MaxClockSkewAhead: ingest.DefaultMaxClockSkewAhead,
 	}
 }
 
@@ -82,6 +87,10 @@ func (c Config) Validate() error {
 		return badField("ProduceTimeout", "must be positive")
 	case c.RetryAfter < time.Second:
 		return badField("RetryAfter", "must be at least 1s (Retry-After is in whole seconds)")
+	case c.MaxClockSkewAhead < 0:
+		return badField("MaxClockSkewAhead", "must not be negative (0 = no bound)")
+	case c.MaxRecordAge < 0:
+		return badField("MaxRecordAge", "must not be negative (0 = no bound)")
 	case c.ShutdownTimeout < c.ProduceTimeout:
 		return badField("ShutdownTimeout", fmt.Sprintf("must be at least ProduceTimeout (%v), so in-flight requests can finish", c.ProduceTimeout))
 	}
@@ -114,6 +123,9 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"RetryAfter":      {"retry-after", "NOFLY_INGEST_RETRY_AFTER"},
 	"ShutdownTimeout": {"shutdown-timeout", "NOFLY_INGEST_SHUTDOWN_TIMEOUT"},
 	"LogLevel":        {"log-level", "NOFLY_LOG_LEVEL"},
+
+	"MaxClockSkewAhead": {"max-clock-skew-ahead", "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD"},
+	"MaxRecordAge":      {"max-record-age", "NOFLY_INGEST_MAX_RECORD_AGE"},
 }
 
 // flagSet registers Config fields as flags with environment fallbacks.
@@ -146,4 +158,6 @@ func (f *flagSet) serveFlags(c *Config) {
 	f.field("ProduceTimeout", func(n, u string) { f.DurationVar(&c.ProduceTimeout, n, c.ProduceTimeout, u) }, "longest wait for Kafka's acknowledgement of a request (503 beyond)")
 	f.field("RetryAfter", func(n, u string) { f.DurationVar(&c.RetryAfter, n, c.RetryAfter, u) }, "Retry-After of a 503")
 	f.field("ShutdownTimeout", func(n, u string) { f.DurationVar(&c.ShutdownTimeout, n, c.ShutdownTimeout, u) }, "how long a SIGTERM waits for in-flight requests and queued records")
+	f.field("MaxClockSkewAhead", func(n, u string) { f.DurationVar(&c.MaxClockSkewAhead, n, c.MaxClockSkewAhead, u) }, "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound")
+	f.field("MaxRecordAge", func(n, u string) { f.DurationVar(&c.MaxRecordAge, n, c.MaxRecordAge, u) }, "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound")
 }

@@ -28,6 +28,7 @@ type mavlinkOpts struct {
 	linger   time.Duration
 	http     string
 	shutdown time.Duration
+	open     bool // --insecure-open-intake: listen beyond loopback
 }
 
 // mavlinkCmd relays GLOBAL_POSITION_INT from a MAVLink UDP stream to the
@@ -45,6 +46,8 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 	fs.DurationVar(&o.linger, "linger", o.linger, "how long a batch waits to fill after its first position"+reg("linger", "NOFLY_MAVLINK_LINGER"))
 	fs.StringVar(&o.http, "http", o.http, "address of /metrics and /healthz; empty turns it off"+reg("http", "NOFLY_MAVLINK_HTTP"))
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", o.shutdown, "how long a SIGTERM waits for queued positions to be acknowledged"+reg("shutdown-timeout", "NOFLY_MAVLINK_SHUTDOWN_TIMEOUT"))
+	fs.BoolVar(&o.open, "insecure-open-intake", o.open, "listen on a non-loopback address: MAVLink has no authentication here, so anyone who can reach the port can write positions (insecure)"+
+		reg("insecure-open-intake", "NOFLY_INGEST_INSECURE_OPEN_INTAKE"))
 	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
@@ -52,6 +55,9 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: --listen (NOFLY_MAVLINK_LISTEN): %v", ErrConfig, err)
+	case !o.open && !loopbackHost(addr):
+		return fmt.Errorf("%w: --listen (NOFLY_MAVLINK_LISTEN): %s is not a loopback address; MAVLink frames carry no key we check, so "+
+			"anyone reaching it could write positions: relay them through a local router (mavlink-router, a GCS) or set --insecure-open-intake", ErrConfig, addr)
 	case o.batch < 1:
 		return fmt.Errorf("%w: --batch (NOFLY_MAVLINK_BATCH) must be at least 1", ErrConfig)
 	case o.linger < 0:
@@ -100,6 +106,9 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	promReg.MustRegister(ingest.NewStatsCollector(p.Stats))
 	log.Info("mavlink listening", "listen", conn.LocalAddr().String(), "fleet", o.fleet, "brokers", cfg.Brokers, "topic", cfg.Topic)
+	if !loopbackHost(addr) {
+		log.Warn("mavlink intake open to the network: anyone who reaches the port can write positions (--insecure-open-intake)", "listen", addr)
+	}
 	r := &mavRelay{conn: conn, dec: dec, p: p, log: log, m: m, batch: o.batch, linger: o.linger, shutdown: o.shutdown}
 	err = r.run(ctx)
 	st := p.Stats()
@@ -114,6 +123,19 @@ func udpAddr(s string) (string, error) {
 		return "", fmt.Errorf("%q is not udp://host:port", s)
 	}
 	return u.Host, nil
+}
+
+// loopbackHost reports whether host:port names a loopback address.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type mavMetrics struct {

@@ -148,6 +148,8 @@ func TestMavlinkConfigErrors(t *testing.T) {
 		{"--fleet a --listen udp://127.0.0.1", "--listen"},
 		{"--fleet a/b", "--fleet"},
 		{"--fleet a --batch 0", "--batch"},
+		{"--fleet a --listen udp://0.0.0.0:14550", "not a loopback address"},
+		{"--fleet a --listen udp://192.0.2.1:14550", "--insecure-open-intake"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.args, func(t *testing.T) {

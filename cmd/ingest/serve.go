@@ -63,6 +63,14 @@ type kafkaProducer interface {
 	Close(ctx context.Context) error
 }
 
+// noBound maps a flag's 0 (no bound) to ingest's negative.
+func noBound(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // newService listens on cfg.Addr and builds the handler. Kafka is reached
 // in run: the process serves /healthz (and 503s) while the broker is away.
 func newService(cfg Config, log *slog.Logger) (*service, error) {
@@ -82,6 +90,9 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		Ready:          s.ready,
 		Registry:       reg,
 		Logger:         log,
+
+		MaxClockSkewAhead: noBound(cfg.MaxClockSkewAhead),
+		MaxRecordAge:      cfg.MaxRecordAge,
 	})
 	if err != nil {
 		return nil, err
