@@ -66,14 +66,14 @@ func decodeODID(body []byte, o decodeOpts) (batch, *rejection) {
 func decodeFixes(res remoteid.Result, o decodeOpts) (batch, *rejection) {
 	d := decoder{decodeOpts: o}
 	if len(res.Errors) > 0 {
-		seen := map[int]bool{}
+		// "n of m records invalid": counted in flights or messages.
+		d.nRecords = max(res.Items, 1)
+		bad := map[int]bool{}
 		for _, e := range res.Errors {
-			if !seen[e.Item] {
-				seen[e.Item] = true
-				d.nRecords++
-			}
+			bad[e.Item] = true
 			d.fail(e.Item+1, e.Path, e.Err)
 		}
+		d.nErrs = len(bad)
 		return d.result()
 	}
 	for i := range res.Fixes {

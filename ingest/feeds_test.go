@@ -70,6 +70,9 @@ func TestRIDRoute(t *testing.T) {
 		if e["line"] != 2.0 || e["field"] != "flights[1].current_state.position.lat" {
 			t.Fatalf("error %v", e)
 		}
+		if msg, _ := m["error"].(string); !strings.HasPrefix(msg, "1 of 2 ") {
+			t.Fatalf("message %q", m["error"])
+		}
 	})
 	t.Run("an error found by the common validation is renamed too", func(t *testing.T) {
 		future := now.Add(3 * time.Hour).Format(time.RFC3339Nano)

@@ -47,6 +47,8 @@ func (e *Error) Error() string { return e.Path + ": " + e.Err }
 
 // Result is a converted request.
 type Result struct {
+	// Items is how many flights (RID) or messages (ODID) the body held.
+	Items int
 	Fixes []Fix
 	// Errors lists the refused items (nothing of the request should be
 	// produced when it is not empty).

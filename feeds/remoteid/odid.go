@@ -89,6 +89,7 @@ func ODID(body []byte, recv time.Time) Result {
 		res.fail(0, strings.TrimPrefix(p, "."), msg)
 		return res
 	}
+	res.Items = len(raws)
 	for i, raw := range raws {
 		prefix := fmt.Sprintf("[%d]", i)
 		var m odidMessage

@@ -151,6 +151,7 @@ func Flights(body []byte) Result {
 		res.Errors = append(res.Errors, &Error{Path: "flights", Err: "required: the body is a USS's flights answer, {\"flights\": [RIDFlight, ...]}"})
 		return res
 	}
+	res.Items = len(*top.Flights)
 	for i, raw := range *top.Flights {
 		prefix := fmt.Sprintf("flights[%d]", i)
 		var f ridFlight
