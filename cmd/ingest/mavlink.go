@@ -161,6 +161,9 @@ func newMavMetrics(reg prometheus.Registerer) *mavMetrics {
 	return m
 }
 
+// queueBatches is the read queue's capacity in batches.
+const queueBatches = 64
+
 // mavProducer is what the relay needs of *producer.Producer.
 type mavProducer interface {
 	Produce(ctx context.Context, recs []producer.Record) error
@@ -183,7 +186,9 @@ type mavRelay struct {
 // run relays until ctx ends, then produces what was queued (within the
 // shutdown timeout) and closes the producer.
 func (r *mavRelay) run(ctx context.Context) error {
-	queue := make(chan producer.Record, 4*r.batch)
+	// Room for about a minute of a busy fleet (500 positions/s) while Kafka
+	// is away: 64 batches of the default 500 (~250 bytes a position).
+	queue := make(chan producer.Record, queueBatches*r.batch)
 	readErr := make(chan error, 1)
 	go func() {
 		readErr <- r.read(queue)
