@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
@@ -16,30 +18,96 @@ import (
 // ErrInput is wrapped by errors about the replayed file's content.
 var ErrInput = fmt.Errorf("bad input")
 
+// maxReportedLines caps the bad lines and the dropped fields replay lists;
+// the counts cover all of them.
+const maxReportedLines = 20
+
+// inputReport is what readRecords found in the file beside the records: bad
+// lines (skipped) and optional fields dropped (the record kept), as
+// "file:line: field: why".
+type inputReport struct {
+	bad, dropped        int
+	badLines, dropLines []string
+	droppedBy           map[string]int // by field
+}
+
 // readRecords reads an NDJSON telemetry file, one record per line, into
 // records numbered by line (offset = line number - 1; blank lines are
-// skipped, so offsets need not be contiguous). A bad line is an error naming
-// the file and the line.
-func readRecords(name string, r io.Reader) ([]alerts.Record, error) {
+// skipped, so offsets need not be contiguous), as ingest reads a request: a
+// UTF-8 byte order mark at the start is skipped, and an optional field
+// outside every convention is dropped (telemetry.DecodeWarn; the record then
+// holds the canonical encoding without it). A bad line — a bad required
+// field — is skipped and reported, or with strict is an error naming the
+// file and the line. A line longer than 1 MiB ends the reading either way.
+func readRecords(name string, r io.Reader, strict bool) ([]alerts.Record, *inputReport, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var recs []alerts.Record
+	rep := &inputReport{droppedBy: map[string]int{}}
+	var ws []telemetry.FieldWarning
 	line := 0
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		b := sc.Bytes()
+		if line == 1 {
+			b = telemetry.TrimBOM(b)
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
-		if _, err := telemetry.Decode(b); err != nil {
-			return nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line, err)
+		p, warns, err := telemetry.DecodeWarn(b, ws[:0])
+		ws = warns
+		if err != nil {
+			if strict {
+				return nil, nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line, err)
+			}
+			rep.bad++
+			if len(rep.badLines) < maxReportedLines {
+				rep.badLines = append(rep.badLines, fmt.Sprintf("%s:%d: %v", name, line, err))
+			}
+			continue
 		}
-		recs = append(recs, alerts.Record{Offset: int64(line - 1), Value: append([]byte(nil), b...)})
+		v := append([]byte(nil), b...)
+		if len(warns) > 0 {
+			v = p.AppendJSON(nil) // what ingest would have produced
+			for _, w := range warns {
+				rep.dropped++
+				rep.droppedBy[w.Field]++
+				if len(rep.dropLines) < maxReportedLines {
+					rep.dropLines = append(rep.dropLines, fmt.Sprintf("%s:%d: %s", name, line, w))
+				}
+			}
+		}
+		recs = append(recs, alerts.Record{Offset: int64(line - 1), Value: v})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line+1, err)
+		return nil, nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line+1, err)
 	}
-	return recs, nil
+	return recs, rep, nil
+}
+
+// log writes the dropped fields, each listed one at Warn.
+func (rep *inputReport) log(log *slog.Logger) {
+	for _, l := range rep.dropLines {
+		log.Warn("optional field dropped, record kept", "at", l)
+	}
+	if rep.dropped > len(rep.dropLines) {
+		log.Warn("more optional fields dropped", "unlisted", rep.dropped-len(rep.dropLines))
+	}
+}
+
+// err is the error of a run that completed over bad lines, or nil.
+func (rep *inputReport) err(name string) error {
+	if rep.bad == 0 {
+		return nil
+	}
+	more := ""
+	if rep.bad > len(rep.badLines) {
+		more = fmt.Sprintf("\n... and %d more", rep.bad-len(rep.badLines))
+	}
+	return fmt.Errorf("%w: %s: completed with %d bad line(s) skipped, their positions not replayed (--strict stops at the first):\n%s%s",
+		ErrInput, name, rep.bad, strings.Join(rep.badLines, "\n"), more)
 }
 
 // replay runs the records, in file order, through the same engine as the
@@ -94,6 +162,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
+	strict := fs.Bool("strict", false, "stop at the first bad line, writing no event; without it bad lines are skipped, reported at the end, and the exit status is 1")
 	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
@@ -122,7 +191,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		defer f.Close()
 		in, name = f, *input
 	}
-	recs, err := readRecords(name, in)
+	recs, inRep, err := readRecords(name, in, *strict)
 	if err != nil {
 		return err
 	}
@@ -130,7 +199,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	newLogger(stderr, c.LogLevel).Info("replayed", "records", st.Records, "applied", st.Applied,
-		"duplicates", st.Duplicates, "raised", st.Raised, "cleared", st.Cleared)
-	return nil
+	log := newLogger(stderr, c.LogLevel)
+	inRep.log(log)
+	log.Info("replayed", "records", st.Records, "applied", st.Applied,
+		"duplicates", st.Duplicates, "raised", st.Raised, "cleared", st.Cleared,
+		"bad_lines", inRep.bad, "fields_dropped", inRep.droppedBy)
+	return inRep.err(name)
 }

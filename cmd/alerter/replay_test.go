@@ -64,6 +64,8 @@ func TestReplayEqualsReference(t *testing.T) {
 	}
 }
 
+// TestReplayBadLineNamesFileAndLine: with --strict a bad line stops the
+// audit, naming file and line (TestReplayToleratesBadLines: without it).
 func TestReplayBadLineNamesFileAndLine(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "bad.ndjson")
@@ -78,7 +80,7 @@ func TestReplayBadLineNamesFileAndLine(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), []string{"replay", "--zones", zonesPath(), "--input", in}, func(string) string { return "" }, &stdout, &stderr)
+			code := run(context.Background(), []string{"replay", "--strict", "--zones", zonesPath(), "--input", in}, func(string) string { return "" }, &stdout, &stderr)
 			if code != 1 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 				t.Errorf("exit %d, stderr %q, stdout %q; want exit 1 and %q", code, stderr.String(), stdout.String(), tc.want)
 			}
