@@ -92,8 +92,7 @@ func decodeFixes(res remoteid.Result, o decodeOpts) (batch, *rejection) {
 	for _, s := range res.Skipped {
 		d.b.nWarnings++
 		if len(d.b.warnings) < maxListedErrors {
-			d.b.warnings = append(d.b.warnings, LineWarning{Line: s.Item + 1, Field: s.Path,
-				Warning: "lat and lng are 0, Remote ID's \"no position\": left out"})
+			d.b.warnings = append(d.b.warnings, LineWarning{Line: s.Item + 1, Field: s.Path, Warning: s.Why})
 		}
 	}
 	return d.result()

@@ -28,6 +28,8 @@
 //     normalised into [0, 360) (F3411 tracks run from -359.99).
 //   - Speed: 255 ("unknown") is left out.
 //   - lat = lng = 0 is both formats' "no position": such a position is
-//     skipped (counted, never produced), not refused, since it carries
-//     nothing to test against a zone.
+//     skipped (listed in Result.Skipped, never produced), not refused, since
+//     it carries nothing to test against a zone; so is a flight with
+//     neither current_state nor recent_positions (F3411 allows one known
+//     only by its operating_area). The rest of the request is kept.
 package remoteid

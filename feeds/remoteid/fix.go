@@ -53,16 +53,23 @@ type Result struct {
 	// Errors lists the refused items (nothing of the request should be
 	// produced when it is not empty).
 	Errors []*Error
-	// Skipped lists the positions that carried no position (lat = lng = 0),
-	// left out.
+	// Skipped lists what carried no position and was left out: positions
+	// at lat = lng = 0, flights with neither current_state nor
+	// recent_positions (F3411 allows a flight known only by its
+	// operating_area).
 	Skipped []Skip
 }
 
-// Skip is a position left out: Item as in Error, Path the position's.
+// Skip is a position (or a flight) left out: Item as in Error, Path the
+// position's or flight's, Why the reason.
 type Skip struct {
 	Item int
 	Path string
+	Why  string
 }
+
+// noPosition is why a position at 0, 0 is left out.
+const noPosition = "lat and lng are 0, Remote ID's \"no position\": left out"
 
 // order sorts each drone's fixes by seq and drops a repeated (drone_id,
 // seq), keeping the first listed; drones keep the order they first appear in.

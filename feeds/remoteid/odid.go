@@ -151,7 +151,7 @@ func (r *Result) odid(i int, prefix string, m *odidMessage, recv time.Time) {
 		r.fail(i, path+"."+name, msg)
 		return
 	} else if none {
-		r.Skipped = append(r.Skipped, Skip{Item: i, Path: path})
+		r.Skipped = append(r.Skipped, Skip{Item: i, Path: path, Why: noPosition})
 		return
 	}
 	ts := ResolveSecondsPastHour(*l.TimeStamp, recv, MaxODIDAhead)

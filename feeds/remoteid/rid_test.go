@@ -200,6 +200,17 @@ func TestFlightsOrderAndDedup(t *testing.T) {
 	}
 }
 
+func TestFlightWithoutPositionLeftOut(t *testing.T) {
+	res := Flights(flightsBody(`{"id":"a","aircraft_type":"Helicopter","operating_area":{"aircraft_count":1}}`,
+		`{"id":"b","current_state":`+state("2026-12-03T08:00:00Z", "")+`}`))
+	if len(res.Errors) > 0 || len(res.Fixes) != 1 || res.Fixes[0].Pos.DroneID != "b" || res.Items != 2 {
+		t.Fatalf("%+v", res)
+	}
+	if len(res.Skipped) != 1 || res.Skipped[0].Path != "flights[0]" || !strings.Contains(res.Skipped[0].Why, "neither") {
+		t.Fatalf("skipped %+v", res.Skipped)
+	}
+}
+
 func TestFlightsErrors(t *testing.T) {
 	tests := []struct {
 		name, body, path, contains string
@@ -208,7 +219,6 @@ func TestFlightsErrors(t *testing.T) {
 		{"not a flights answer", `{"records":[]}`, "flights", "required", 0},
 		{"malformed", `{"flights":[`, "flights", "malformed JSON", 0},
 		{"no id", string(flightsBody(`{"aircraft_type":"Helicopter","current_state":` + state("2026-12-03T08:00:00Z", "") + `}`)), "flights[0].id", "required", 0},
-		{"no position at all", string(flightsBody(`{"id":"a"}`, `{"id":"b","aircraft_type":"Helicopter"}`)), "flights[0].current_state", "neither", 0},
 		{"lat out of range in the second flight", string(flightsBody(`{"id":"a","current_state":`+state("2026-12-03T08:00:00Z", "")+`}`,
 			`{"id":"b","current_state":{"timestamp":{"value":"2026-12-03T08:00:00Z"},"position":{"lat":91,"lng":0}}}`)), "flights[1].current_state.position.lat", "between -90 and 90", 1},
 		{"lng missing in a recent position", string(flightsBody(`{"id":"a","recent_positions":[{"time":{"value":"2026-12-03T08:00:00Z"},"position":{"lat":1}}]}`)), "flights[0].recent_positions[0].position.lng", "required", 0},
