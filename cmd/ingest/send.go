@@ -64,9 +64,12 @@ func sendCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	recs, err := readTrack(*file, data)
+	recs, dropped, err := readTrack(*file, data)
 	if err != nil {
 		return err
+	}
+	for _, d := range dropped {
+		fmt.Fprintln(stderr, "optional field dropped, record sent without it:", d)
 	}
 
 	admin := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{ClientID: "nofly-ingest-send"}}
@@ -99,11 +102,16 @@ func sendCmd(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // readTrack validates every line and returns the records to produce, or an
-// error listing the bad lines.
-func readTrack(name string, data []byte) ([]producer.Record, error) {
-	var recs []producer.Record
+// error listing the bad lines. It reads as ingest's intake does: a UTF-8 BOM
+// at the start is skipped, and an optional field outside every convention
+// is dropped (listed in dropped, up to 20, as file:line: field: why). The
+// record time is left to the producer, the time of sending: never ts (see
+// package ingest).
+func readTrack(name string, data []byte) (recs []producer.Record, dropped []string, err error) {
 	var bad []string
-	nBad := 0
+	var ws []telemetry.FieldWarning
+	nBad, nDropped := 0, 0
+	data = telemetry.TrimBOM(data)
 	for line := 1; len(data) > 0; line++ {
 		var ln []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -115,7 +123,8 @@ func readTrack(name string, data []byte) ([]producer.Record, error) {
 		if len(ln) == 0 {
 			continue
 		}
-		pos, err := telemetry.Decode(ln)
+		pos, warns, err := telemetry.DecodeWarn(ln, ws[:0])
+		ws = warns
 		if err != nil {
 			nBad++
 			if len(bad) < maxReported {
@@ -123,21 +132,27 @@ func readTrack(name string, data []byte) ([]producer.Record, error) {
 			}
 			continue
 		}
-		r := producer.NewRecord(pos.Key(), pos.AppendJSON(nil))
-		r.Time = pos.TS
-		recs = append(recs, r)
+		for _, w := range warns {
+			if nDropped++; len(dropped) < maxReported {
+				dropped = append(dropped, fmt.Sprintf("%s:%d: %s", name, line, w))
+			}
+		}
+		recs = append(recs, producer.NewRecord(pos.Key(), pos.AppendJSON(nil)))
 	}
 	if nBad > 0 {
 		more := ""
 		if nBad > len(bad) {
 			more = fmt.Sprintf("\n... and %d more", nBad-len(bad))
 		}
-		return nil, fmt.Errorf("%d invalid line(s), nothing sent:\n%s%s", nBad, strings.Join(bad, "\n"), more)
+		return nil, nil, fmt.Errorf("%d invalid line(s), nothing sent:\n%s%s", nBad, strings.Join(bad, "\n"), more)
 	}
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("%s: no records", name)
+		return nil, nil, fmt.Errorf("%s: no records", name)
 	}
-	return recs, nil
+	if nDropped > len(dropped) {
+		dropped = append(dropped, fmt.Sprintf("... and %d more", nDropped-len(dropped)))
+	}
+	return recs, dropped, nil
 }
 
 // sendPaced produces recs in order, in batches, at rate records/s (0: no

@@ -16,16 +16,20 @@ import (
 func TestReadTrack(t *testing.T) {
 	good := string(ndjsonBody([]telemetry.Position{position("A", 1)}))
 	tests := []struct {
-		name    string
-		data    string
-		want    int
-		wantErr []string
+		name        string
+		data        string
+		want        int
+		wantErr     []string
+		wantDropped []string
 	}{
-		{"sample track", "", 449, nil},
-		{"blank lines", "\n" + good + "\n\n" + good, 2, nil},
+		{"sample track", "", 449, nil, nil},
+		{"blank lines", "\n" + good + "\n\n" + good, 2, nil, nil},
 		{"bad lines named with file and line", good + "\n" + `{"drone_id":"A","seq":1}` + "\n" + good + `{"lat":1}` + "\n",
-			0, []string{"2 invalid line(s), nothing sent", "t.ndjson:3: ts: required", "t.ndjson:5: drone_id: required"}},
-		{"empty", "\n\n", 0, []string{"no records"}},
+			0, []string{"2 invalid line(s), nothing sent", "t.ndjson:3: ts: required", "t.ndjson:5: drone_id: required"}, nil},
+		{"empty", "\n\n", 0, []string{"no records"}, nil},
+		{"BOM at the start", "\uFEFF" + good, 1, nil, nil},
+		{"optional field dropped, record kept", good + `{"drone_id":"A","seq":2,"ts":"2026-12-02T10:15:00Z","lat":1,"lon":2,"heading_deg":1000}` + "\n",
+			2, nil, []string{"t.ndjson:2: heading_deg: 1000 is outside [-360, 360] (361: unknown); dropped"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,7 +42,7 @@ func TestReadTrack(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			recs, err := readTrack(name, data)
+			recs, dropped, err := readTrack(name, data)
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatal("no error")
@@ -57,9 +61,13 @@ func TestReadTrack(t *testing.T) {
 				t.Fatalf("%d records, want %d", len(recs), tt.want)
 			}
 			for _, r := range recs {
-				if r.Partition != -1 || len(r.Key) == 0 || r.Time.IsZero() {
+				// Time zero: the producer stamps the time of sending, never ts.
+				if r.Partition != -1 || len(r.Key) == 0 || !r.Time.IsZero() {
 					t.Fatalf("record %+v", r)
 				}
+			}
+			if fmt.Sprint(dropped) != fmt.Sprint(tt.wantDropped) {
+				t.Errorf("dropped %q, want %q", dropped, tt.wantDropped)
 			}
 		})
 	}
