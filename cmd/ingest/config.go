@@ -31,6 +31,9 @@ type Config struct {
 	MaxClockSkewAhead time.Duration // NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD, 0 = no bound
 	MaxRecordAge      time.Duration // NOFLY_INGEST_MAX_RECORD_AGE, 0 = no bound
 
+	FeedKeys           string // NOFLY_INGEST_FEED_KEYS: the feed key file; "" = none
+	InsecureOpenIntake bool   // NOFLY_INGEST_INSECURE_OPEN_INTAKE
+
 	LogLevel string // NOFLY_LOG_LEVEL: debug, info, warn, error
 }
 
@@ -77,6 +80,8 @@ func (c Config) Validate() error {
 		return badField("Replication", "must be at least 1, or -1 for the broker's default")
 	case c.Addr == "":
 		return badField("Addr", "required")
+	case c.FeedKeys != "" && c.InsecureOpenIntake:
+		return badField("InsecureOpenIntake", "cannot be set with --feed-keys: with keys every write needs one")
 	case c.MaxBodyBytes < 1:
 		return badField("MaxBodyBytes", "must be at least 1")
 	case c.MaxRecords < 1:
@@ -124,6 +129,9 @@ var fieldFlags = map[string]struct{ flag, env string }{
 	"ShutdownTimeout": {"shutdown-timeout", "NOFLY_INGEST_SHUTDOWN_TIMEOUT"},
 	"LogLevel":        {"log-level", "NOFLY_LOG_LEVEL"},
 
+	"FeedKeys":           {"feed-keys", "NOFLY_INGEST_FEED_KEYS"},
+	"InsecureOpenIntake": {"insecure-open-intake", "NOFLY_INGEST_INSECURE_OPEN_INTAKE"},
+
 	"MaxClockSkewAhead": {"max-clock-skew-ahead", "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD"},
 	"MaxRecordAge":      {"max-record-age", "NOFLY_INGEST_MAX_RECORD_AGE"},
 }
@@ -158,6 +166,8 @@ func (f *flagSet) serveFlags(c *Config) {
 	f.field("ProduceTimeout", func(n, u string) { f.DurationVar(&c.ProduceTimeout, n, c.ProduceTimeout, u) }, "longest wait for Kafka's acknowledgement of a request (503 beyond)")
 	f.field("RetryAfter", func(n, u string) { f.DurationVar(&c.RetryAfter, n, c.RetryAfter, u) }, "Retry-After of a 503")
 	f.field("ShutdownTimeout", func(n, u string) { f.DurationVar(&c.ShutdownTimeout, n, c.ShutdownTimeout, u) }, "how long a SIGTERM waits for in-flight requests and queued records")
+	f.field("FeedKeys", func(n, u string) { f.StringVar(&c.FeedKeys, n, c.FeedKeys, u) }, "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write")
+	f.field("InsecureOpenIntake", func(n, u string) { f.BoolVar(&c.InsecureOpenIntake, n, c.InsecureOpenIntake, u) }, "without --feed-keys, let every client write, not only loopback ones (insecure)")
 	f.field("MaxClockSkewAhead", func(n, u string) { f.DurationVar(&c.MaxClockSkewAhead, n, c.MaxClockSkewAhead, u) }, "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound")
 	f.field("MaxRecordAge", func(n, u string) { f.DurationVar(&c.MaxRecordAge, n, c.MaxRecordAge, u) }, "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound")
 }

@@ -122,7 +122,11 @@ func TestReadmeTable(t *testing.T) {
 			t.Errorf("%s: flag --%s not registered", field, ff.flag)
 			continue
 		}
-		row := "| `--" + ff.flag + "` | `" + ff.env + "` | `" + f.DefValue + "`"
+		def := "`" + f.DefValue + "`"
+		if f.DefValue == "" {
+			def = "(none)"
+		}
+		row := "| `--" + ff.flag + "` | `" + ff.env + "` | " + def
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README.md lacks the row %q", row)
 		}

@@ -4,6 +4,8 @@
 //	ingest send --file F [--rate N] [flags]
 //	                              stream a recorded NDJSON track file through the producer
 //	ingest loadtest [flags]       post synthetic batches to a running intake, report records/s and p99
+//	ingest feed-key --name NAME [--prefixes P,..] [--rate N/s] [--append FILE]
+//	                              make a feed's key: print it once, and its line for --feed-keys
 //	ingest mavlink --fleet NAME [--listen udp://127.0.0.1:14550] [flags]
 //	                              relay MAVLink GLOBAL_POSITION_INT from UDP to Kafka
 //
@@ -43,6 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = sendCmd(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		err = loadtestCmd(ctx, args, getenv, stdout, stderr)
+	case "feed-key":
+		err = feedKeyCmd(args, getenv, stdout, stderr)
 	case "mavlink":
 		err = mavlinkCmd(ctx, args, getenv, stderr)
 	case "help":

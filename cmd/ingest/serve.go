@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/ingest"
+	"github.com/nofly-dev/nofly/ingest/feedkey"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -53,7 +54,8 @@ type service struct {
 	prod  lazyProducer
 	admin *kafka.Client // topic creation and readiness; its own transport
 	// dial ensures the topic and makes the producer; tests replace it.
-	dial func(ctx context.Context) (kafkaProducer, error)
+	dial  func(ctx context.Context) (kafkaProducer, error)
+	feeds *feedkey.Set // nil without --feed-keys
 }
 
 // kafkaProducer is what the service uses of *producer.Producer.
@@ -81,6 +83,9 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		ingest.NewStatsCollector(s.prod.Stats))
+	if err := s.loadFeeds(); err != nil {
+		return nil, err
+	}
 	api, err := ingest.NewServer(ingest.Options{
 		Producer: &s.prod,
 		Limits: ingest.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxRecords: cfg.MaxRecords,
@@ -90,6 +95,9 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		Ready:          s.ready,
 		Registry:       reg,
 		Logger:         log,
+
+		Feeds:              s.feeds,
+		InsecureOpenIntake: cfg.InsecureOpenIntake,
 
 		MaxClockSkewAhead: noBound(cfg.MaxClockSkewAhead),
 		MaxRecordAge:      cfg.MaxRecordAge,
@@ -120,6 +128,7 @@ func (s *service) Addr() string { return s.ln.Addr().String() }
 func (s *service) run(ctx context.Context) error {
 	s.log.Info("ingest listening", "addr", s.Addr(), "brokers", s.cfg.Brokers, "topic", s.cfg.Topic,
 		"partitions", s.cfg.Partitions)
+	s.logIntake()
 	connCtx, stopConnect := context.WithCancel(ctx)
 	defer stopConnect()
 	fatal := make(chan error, 2)
