@@ -18,6 +18,12 @@
 // Optional fields follow telemetry.DecodeWarn: one outside every convention
 // is dropped, the record kept, and the 202 lists it under "warnings".
 //
+// Who may write (auth.go): with Options.Feeds every write needs a feed's
+// Bearer key (401), and the feed's drone-id prefixes (403) and rate (429)
+// apply; without, only loopback clients may write (403), unless
+// Options.InsecureOpenIntake. Bodies may be gzip (body.go); MaxBodyBytes
+// bounds them decompressed.
+//
 // Invariants this file relies on, and callers may rely on:
 //
 //   - A request is all or nothing on the way in: one invalid record, or a
