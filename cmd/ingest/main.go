@@ -50,10 +50,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "mavlink":
 		err = mavlinkCmd(ctx, args, getenv, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: ingest [serve|send|loadtest|mavlink] [flags]; ingest <command> -h for its flags")
+		fmt.Fprintln(stdout, "usage: ingest [serve|send|loadtest|mavlink|feed-key] [flags]; ingest <command> -h for its flags")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ingest: unknown command %q; use serve, send, loadtest or mavlink\n", sub)
+		fmt.Fprintf(stderr, "ingest: unknown command %q; use serve, send, loadtest, mavlink or feed-key\n", sub)
 		return 2
 	}
 	switch {
