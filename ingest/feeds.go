@@ -89,7 +89,7 @@ func decodeFixes(res remoteid.Result, o decodeOpts) (batch, *rejection) {
 			d.b.warnings[j].Field = x.SourceField(d.b.warnings[j].Field)
 		}
 	}
-	for _, s := range res.Skipped {
+	for _, s := range append(res.Skipped, res.Notes...) {
 		d.b.nWarnings++
 		if len(d.b.warnings) < maxListedErrors {
 			d.b.warnings = append(d.b.warnings, LineWarning{Line: s.Item + 1, Field: s.Path, Warning: s.Why})

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -133,9 +134,21 @@ func TestODIDRoute(t *testing.T) {
 	if p.DroneID != "1596F35A" || recv.Sub(p.TS) < 0 || recv.Sub(p.TS) > 100*time.Millisecond || p.AGLM != nil || p.HeadingDeg != nil || p.SpeedMPS != nil {
 		t.Fatalf("record %s (received %v)", fp.produced()[0].Value, recv)
 	}
-	code, m = postFeed(t, s, RouteODID, "application/json", `{"uas_id":"A","location":{"Latitude":1,"Longitude":1,"TimeStamp":65535}}`)
+	code, m = postFeed(t, s, RouteODID, "application/json", `{"uas_id":"A","location":{"Latitude":1,"Longitude":1,"TimeStamp":4000}}`)
 	errs, _ := m["errors"].([]any)
 	if code != http.StatusBadRequest || len(errs) != 1 || errs[0].(map[string]any)["field"] != "[0].location.TimeStamp" {
+		t.Fatalf("%d %v", code, m)
+	}
+
+	// librid's published message pack: its Location's timestamp is null,
+	// so the receive time is used and the 202 says so.
+	pack, err := os.ReadFile("../testdata/feeds/librid/message_pack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, m = postFeed(t, s, RouteODID, "application/json", string(pack))
+	ws, _ := m["warnings"].([]any)
+	if code != http.StatusAccepted || m["accepted"] != 1.0 || len(ws) != 1 || ws[0].(map[string]any)["field"] != "[0].messages[1].timestamp" {
 		t.Fatalf("%d %v", code, m)
 	}
 }

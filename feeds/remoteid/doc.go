@@ -1,7 +1,8 @@
 // Package remoteid turns Remote ID into telemetry positions: a Network
 // Remote ID USS's flights answer (ASTM F3411-22a, the InterUSS OpenAPI's
 // GetFlightsResponse, RIDFlight, RIDAircraftState) and Broadcast Remote ID
-// Location messages as an OpenDroneID decoder emits them in JSON.
+// Location messages as OpenDroneID decoders write them in JSON (librid's
+// message packs, opendroneid-core-c's decoded structs): see ODID.
 //
 // The rules, each chosen so that no unknown value is read in the direction
 // that would miss an alarm:

@@ -57,12 +57,15 @@ type Result struct {
 	// at lat = lng = 0, flights with neither current_state nor
 	// recent_positions (F3411 allows a flight known only by its
 	// operating_area).
-	Skipped []Skip
+	Skipped []Note
+	// Notes lists positions kept with a caveat (an ODID TimeStamp unknown:
+	// the receive time used).
+	Notes []Note
 }
 
-// Skip is a position (or a flight) left out: Item as in Error, Path the
-// position's or flight's, Why the reason.
-type Skip struct {
+// Note is a position (or a flight) left out, or kept with a caveat: Item
+// as in Error, Path the position's or flight's, Why the reason.
+type Note struct {
 	Item int
 	Path string
 	Why  string

@@ -3,6 +3,7 @@ package remoteid
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -100,11 +101,14 @@ func TestODIDArrayOrderAndErrors(t *testing.T) {
 	}
 	tests := []struct{ name, body, path, contains string }{
 		{"no id", `{"location":{` + loc("1") + `}}`, "[0].basic_id.UASID", "required"},
-		{"unknown time", "[" + odidMsg("A", "2026-12-03T09:00:01Z", loc("1")) + "," + odidMsg("A", "2026-12-03T09:00:01Z", loc("65535")) + "]", "[1].location.TimeStamp", "unknown"},
+		{"time beyond the hour", "[" + odidMsg("A", "2026-12-03T09:00:01Z", loc("1")) + "," + odidMsg("A", "2026-12-03T09:00:01Z", loc("3600")) + "]", "[1].location.TimeStamp", "[0, 3600)"},
+		{"no time at all", `{"uas_id":"A","location":{"Latitude":1,"Longitude":1}}`, "[0].location.TimeStamp", "required"},
 		{"no location", `{"uas_id":"A"}`, "[0].location", "required"},
 		{"latitude out of range", odidMsg("A", "2026-12-03T09:00:01Z", `"Latitude":-91,"Longitude":1,"TimeStamp":1`), "[0].location.Latitude", "between"},
 		{"bad received_at", odidMsg("A", "now", loc("1")), "[0].received_at", "RFC 3339"},
-		{"wrong type", `{"uas_id":"A","location":{"Latitude":"x"}}`, "[0].location.Latitude", "JSON string"},
+		{"wrong type", `{"uas_id":"A","location":{"Latitude":"x"}}`, "[0].location.Latitude", "must be a number"},
+		{"librid pack without a Basic ID", `{"messages":[{"message_type":1,"latitude":1,"longitude":1,"timestamp":5}]}`, "[0].messages", "Basic ID"},
+		{"librid timestamp beyond the hour", `{"messages":[{"message_type":0,"uas_id":"X"},{"message_type":1,"latitude":1,"longitude":1,"timestamp":36000}]}`, "[0].messages[1].timestamp", "tenths"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +126,10 @@ func TestODIDArrayOrderAndErrors(t *testing.T) {
 func FuzzODID(f *testing.F) {
 	f.Add([]byte(odidMsg("1596F35A", "2026-12-03T09:00:00.5Z", `"Direction":361,"SpeedHorizontal":255,"Latitude":51.47,"Longitude":-0.46,"AltitudeGeo":130,"HeightType":1,"Height":60,"TimeStamp":3599.9`)))
 	f.Add([]byte(`[{"uas_id":"a b","location":{"Latitude":1,"Longitude":2,"TimeStamp":0}}]`))
+	f.Add([]byte(`{"received_at":"2026-12-03T08:20:35Z","messages":[{"message_type":0,"uas_id":"X"},{"message_type":1,"latitude":1,"longitude":2,"timestamp":12345,"track_direction":null}]}`))
+	if b, err := os.ReadFile("../../testdata/feeds/librid/message_pack.json"); err == nil {
+		f.Add(b)
+	}
 	recv := time.Date(2026, 12, 3, 9, 0, 1, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		res := ODID(b, recv)
@@ -132,4 +140,59 @@ func FuzzODID(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestODIDUnknownTimeTakesReceiveTime(t *testing.T) {
+	recv := time.Date(2026, 12, 3, 9, 0, 1, 0, time.UTC)
+	res := ODID([]byte(odidMsg("A", "2026-12-03T09:00:00.7Z", `"Latitude":51.47,"Longitude":-0.46,"TimeStamp":65535`)), recv)
+	if len(res.Errors) > 0 || len(res.Fixes) != 1 || !res.Fixes[0].Pos.TS.Equal(time.Date(2026, 12, 3, 9, 0, 0, 7e8, time.UTC)) {
+		t.Fatalf("%+v", res)
+	}
+	if len(res.Notes) != 1 || res.Notes[0].Path != "[0].location.TimeStamp" || !strings.Contains(res.Notes[0].Why, "receive time") {
+		t.Fatalf("notes %+v", res.Notes)
+	}
+}
+
+// TestLibridSamples reads librid's published JSON (testdata/feeds/librid).
+func TestLibridSamples(t *testing.T) {
+	recv := time.Date(2026, 12, 3, 9, 30, 0, 0, time.UTC)
+	pack, err := os.ReadFile("../../testdata/feeds/librid/message_pack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := ODID(pack, recv)
+	if len(res.Errors) > 0 || len(res.Fixes) != 1 {
+		t.Fatalf("%+v", res)
+	}
+	p := res.Fixes[0].Pos
+	// Its timestamp and track are null: the receive time, no heading; its
+	// height is above ground (height_type 1); accuracy 0 is unknown.
+	if p.DroneID != "1ABCD2345EF678XYZ" || p.Lat != 60.169857 || p.Lon != 24.938379 || *p.AltM != 25.5 || p.AltRef != "WGS84" ||
+		*p.AGLM != 15 || *p.SpeedMPS != 5.25 || p.HeadingDeg != nil || p.HAccuracyM != nil || !p.TS.Equal(recv) || len(res.Notes) != 1 {
+		t.Fatalf("%s (notes %+v)", p.AppendJSON(nil), res.Notes)
+	}
+	if got := res.Fixes[0].SourceField("lat"); got != "[0].messages[1].latitude" {
+		t.Fatalf("source of lat: %q", got)
+	}
+
+	loc, err := os.ReadFile("../../testdata/feeds/librid/location.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"received_at":"2026-12-03T08:20:35Z","messages":[{"message_type":0,"uas_id":"1596F35A"},` + string(loc) + `]}`
+	res = ODID([]byte(body), recv)
+	if len(res.Errors) > 0 || len(res.Fixes) != 1 {
+		t.Fatalf("%+v", res)
+	}
+	p = res.Fixes[0].Pos
+	// timestamp 12345 is 1234.5 s past the hour: 08:20:34.5 heard at 08:20:35.
+	if !p.TS.Equal(time.Date(2026, 12, 3, 8, 20, 34, 5e8, time.UTC)) || p.AGLM != nil || *p.HeadingDeg != 45 || *p.HAccuracyM != 30 || *p.VAccuracyM != 25 {
+		t.Fatalf("%s", p.AppendJSON(nil))
+	}
+	// The same Location put under "location" is still read as librid's,
+	// its timestamp in tenths, not as core-c's TimeStamp in seconds.
+	res = ODID([]byte(`{"uas_id":"1596F35A","received_at":"2026-12-03T08:20:35Z","location":`+string(loc)+`}`), recv)
+	if len(res.Errors) > 0 || len(res.Fixes) != 1 || !res.Fixes[0].Pos.TS.Equal(p.TS) {
+		t.Fatalf("%+v", res)
+	}
 }

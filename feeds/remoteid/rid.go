@@ -198,7 +198,7 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 	if f.CurrentState == nil && len(f.RecentPositions) == 0 {
 		// Valid F3411 (a flight known by its operating_area only), and the
 		// other flights of the answer are still good: left out, said so.
-		r.Skipped = append(r.Skipped, Skip{Item: i, Path: prefix,
+		r.Skipped = append(r.Skipped, Note{Item: i, Path: prefix,
 			Why: "neither current_state nor recent_positions: the flight gives no position; left out"})
 		return
 	}
@@ -261,7 +261,7 @@ func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField
 		r.fail(i, path+".position."+f, msg)
 		return
 	} else if none {
-		r.Skipped = append(r.Skipped, Skip{Item: i, Path: path, Why: noPosition})
+		r.Skipped = append(r.Skipped, Note{Item: i, Path: path, Why: noPosition})
 		return
 	}
 	fix := Fix{Item: i, Path: path,
