@@ -2,15 +2,12 @@ package telemetry
 
 // accuracy reads an optional accuracy bound: a number >= 0, or dropped with
 // a warning. It plays no part in the alarm, so nothing is refused over it.
-func accuracy(o *optNum, field string, warns []FieldWarning) (*float64, []FieldWarning) {
+func accuracy(o *optNum, field string, warns []FieldWarning) (float64, bool, []FieldWarning) {
 	v, ok, warns := number(o, field, warns)
-	switch {
-	case !ok:
-		return nil, warns
-	case v < 0:
-		return nil, append(warns, FieldWarning{field, formatFloat(v) + " is negative; dropped"})
+	if ok && v < 0 {
+		return 0, false, append(warns, FieldWarning{field, formatFloat(v) + " is negative; dropped"})
 	}
-	return &v, warns
+	return v, ok, warns
 }
 
 // appendAccuracy appends h_accuracy_m and v_accuracy_m when set.

@@ -115,13 +115,23 @@ type wire struct {
 }
 
 // optNum is an optional JSON number. null, like absence, leaves it unset.
+// Small (16 bytes) on purpose: wire is allocated for every record.
 type optNum struct {
-	v   float64
-	set bool   // a finite number was given
-	raw []byte // the JSON value when it is not one (points into the input)
+	v    float64
+	kind byte // 0 absent or null, 'n' a finite number, else what was given instead
 }
 
-// UnmarshalJSON never fails: what is not a finite number is kept in raw.
+// What an optNum may hold instead of a number.
+const (
+	kindNumber   = 'n'
+	kindOverflow = 'o' // a number beyond float64
+	kindString   = 's'
+	kindBool     = 'b'
+	kindObject   = '{'
+	kindArray    = '['
+)
+
+// UnmarshalJSON never fails: what is not a finite number is noted in kind.
 func (o *optNum) UnmarshalJSON(b []byte) error {
 	*o = optNum{}
 	switch c := b[0]; {
@@ -129,18 +139,19 @@ func (o *optNum) UnmarshalJSON(b []byte) error {
 	case c == '-' || c >= '0' && c <= '9':
 		f, err := strconv.ParseFloat(string(b), 64)
 		if err != nil || !finite(f) { // the scanner checked the syntax: only overflow is left
-			o.raw = b
+			o.kind = kindOverflow
 			return nil
 		}
-		o.v, o.set = f, true
+		o.v, o.kind = f, kindNumber
+	case c == '"':
+		o.kind = kindString
+	case c == 't' || c == 'f':
+		o.kind = kindBool
 	default:
-		o.raw = b
+		o.kind = c
 	}
 	return nil
 }
-
-// given reports whether the field held anything but null.
-func (o *optNum) given() bool { return o.set || o.raw != nil }
 
 // optRef is the optional alt_ref.
 type optRef struct {
@@ -158,7 +169,9 @@ func (o *optRef) UnmarshalJSON(b []byte) error {
 	if b[0] == '"' {
 		s := string(b[1 : len(b)-1])
 		if strings.IndexByte(s, '\\') >= 0 {
-			_ = json.Unmarshal(b, &s)
+			var u string // its own variable: s stays off the heap
+			_ = json.Unmarshal(b, &u)
+			s = u
 		}
 		switch {
 		case strings.EqualFold(s, RefAMSL), strings.EqualFold(s, "MSL"):
@@ -367,9 +380,12 @@ func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) 
 		}
 	}
 
+	hAcc, hAccOK, warns := accuracy(&w.HAccuracyM, "h_accuracy_m", warns)
+	vAcc, vAccOK, warns := accuracy(&w.VAccuracyM, "v_accuracy_m", warns)
+
 	// One allocation holds every kept number.
-	if altOK || aglOK || speedOK || headOK {
-		v := new([4]float64)
+	if altOK || aglOK || speedOK || headOK || hAccOK || vAccOK {
+		v := new([6]float64)
 		if altOK {
 			v[0], p.AltM = alt, &v[0]
 		}
@@ -382,23 +398,35 @@ func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) 
 		if headOK {
 			v[3], p.HeadingDeg = head, &v[3]
 		}
+		if hAccOK {
+			v[4], p.HAccuracyM = hAcc, &v[4]
+		}
+		if vAccOK {
+			v[5], p.VAccuracyM = vAcc, &v[5]
+		}
 	}
-	p.HAccuracyM, warns = accuracy(&w.HAccuracyM, "h_accuracy_m", warns)
-	p.VAccuracyM, warns = accuracy(&w.VAccuracyM, "v_accuracy_m", warns)
 	return p, warns, nil
 }
 
 // number reads an optional number, warning when the field held something
 // else.
 func number(o *optNum, field string, warns []FieldWarning) (float64, bool, []FieldWarning) {
-	if o.raw != nil {
-		what := "must be a number, got JSON " + quote(o.raw)
-		if c := o.raw[0]; c == '-' || c >= '0' && c <= '9' {
-			what = quote(o.raw) + " is beyond the range of a float64"
-		}
-		warns = append(warns, FieldWarning{field, what + "; dropped"})
+	var what string
+	switch o.kind {
+	case 0, kindNumber:
+		return o.v, o.kind == kindNumber, warns
+	case kindOverflow:
+		what = "is a number beyond the range of a float64"
+	case kindString:
+		what = "must be a number, got a JSON string"
+	case kindBool:
+		what = "must be a number, got a JSON boolean"
+	case kindObject:
+		what = "must be a number, got a JSON object"
+	default:
+		what = "must be a number, got a JSON array"
 	}
-	return o.v, o.set, warns
+	return 0, false, append(warns, FieldWarning{field, what + "; dropped"})
 }
 
 // quote shortens a JSON value for a warning.

@@ -201,6 +201,11 @@ func checkInRange(t *testing.T, p Position) {
 	if s := p.SpeedMPS; s != nil && (!finite(*s) || *s < 0 || math.Signbit(*s) || *s == unknownSpeedRID || *s == unknownSpeedMAVLink) {
 		t.Errorf("kept speed_mps %v", *s)
 	}
+	for name, v := range map[string]*float64{"h_accuracy_m": p.HAccuracyM, "v_accuracy_m": p.VAccuracyM} {
+		if v != nil && (!finite(*v) || *v < 0) {
+			t.Errorf("kept %s %v", name, *v)
+		}
+	}
 	for name, v := range map[string]*float64{"alt_m": p.AltM, "agl_m": p.AGLM} {
 		if v != nil && (!finite(*v) || *v == unknownHeightRID) {
 			t.Errorf("kept %s %v", name, *v)
