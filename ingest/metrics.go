@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_records_rejected_total",
-			Help: "Records of requests not answered 202, by reason (invalid, line_too_long, too_many_records, prefix_refused, rate_limited, kafka_unavailable, produce_failed, client_closed). Requests rejected before their records were read (body_too_large, unsupported_media_type, bad_encoding, and the auth failures of nofly_ingest_auth_failures_total) count in nofly_ingest_http_requests_total only.",
+			Help: "Records of requests not answered 202, by reason (invalid, ts_out_of_range, line_too_long, too_many_records, prefix_refused, rate_limited, kafka_unavailable, produce_failed, client_closed). Requests rejected before their records were read (body_too_large, unsupported_media_type, bad_encoding, and the auth failures of nofly_ingest_auth_failures_total) count in nofly_ingest_http_requests_total only.",
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nofly_ingest_http_requests_total",
@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Optional fields dropped from accepted records, their value being outside every convention (the 202 lists them), by JSON field.",
 		}, []string{"field"}),
 	}
-	for _, f := range []string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg"} {
+	for _, f := range []string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m"} {
 		m.fieldsDropped.WithLabelValues(f)
 	}
 	for _, r := range []string{reasonInvalid, reasonClock, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce, reasonClientGone} {
