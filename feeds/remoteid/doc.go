@@ -28,6 +28,11 @@
 //   - Track and direction: 361 ("unknown") is left out; other values are
 //     normalised into [0, 360) (F3411 tracks run from -359.99).
 //   - Speed: 255 ("unknown") is left out.
+//   - An optional value that is not of its type (a string for a track, a
+//     height that is no RIDHeight, an accuracy class or height reference
+//     F3411 does not define) is dropped alone, listed in Result.Notes; the
+//     position is kept. Only the required fields (id, time, lat/lng) refuse
+//     an item.
 //   - lat = lng = 0 is both formats' "no position": such a position is
 //     skipped (listed in Result.Skipped, never produced), not refused, since
 //     it carries nothing to test against a zone; so is a flight with

@@ -1,7 +1,6 @@
 package remoteid
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -81,10 +80,11 @@ func objectAt(raw json.RawMessage, path string, res *Result, item int) (*fields,
 
 func (f *fields) has(k string) bool { _, ok := f.m[k]; return ok }
 
-// num reads an optional number (null or absent: nil).
+// num reads a required number (null or absent: nil, for the caller to
+// refuse); another JSON value refuses the item.
 func (f *fields) num(k string) *float64 {
 	raw, ok := f.m[k]
-	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if !ok || isNull(raw) {
 		return nil
 	}
 	var v float64
@@ -96,6 +96,35 @@ func (f *fields) num(k string) *float64 {
 	return &v
 }
 
+// opt reads an optional number: what is not one is dropped with a note.
+func (f *fields) opt(k string) *float64 {
+	raw, ok := f.m[k]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil {
+		f.res.note(f.item, f.path+"."+k, dropped(raw, "a number"))
+		return nil
+	}
+	return &v
+}
+
+// optInt reads an optional integer (an enumeration's number) as opt does.
+func (f *fields) optInt(k string) *int {
+	v := f.opt(k)
+	if v == nil {
+		return nil
+	}
+	if *v != math.Trunc(*v) || math.Abs(*v) > 1e9 {
+		f.res.note(f.item, f.path+"."+k, dropped(f.m[k], "an integer"))
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+// int reads a required integer.
 func (f *fields) int(k string) *int {
 	v := f.num(k)
 	if v == nil {
@@ -112,7 +141,7 @@ func (f *fields) int(k string) *int {
 
 func (f *fields) str(k string) *string {
 	raw, ok := f.m[k]
-	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if !ok || isNull(raw) {
 		return nil
 	}
 	var s string
@@ -122,13 +151,6 @@ func (f *fields) str(k string) *string {
 		return nil
 	}
 	return &s
-}
-
-func shorten(raw []byte) string {
-	if len(raw) > 40 {
-		return string(raw[:40]) + "..."
-	}
-	return string(raw)
 }
 
 // ODID converts decoded Broadcast Remote ID Location messages, a JSON
@@ -279,12 +301,12 @@ func (r *Result) libridPack(i int, prefix string, f *fields, recv time.Time) {
 
 func (r *Result) odidLocation(i int, l *fields, form locForm, drone, idPath string, recv time.Time) {
 	path := l.path
-	lat, lon := l.num(form.lat), l.num(form.lon)
-	alt, height, dir, spd, ts := l.num(form.alt), l.num(form.height), l.num(form.dir), l.num(form.speed), l.num(form.ts)
-	heightType, hAcc, vAcc := l.int(form.heightType), l.int(form.hAcc), l.int(form.vAcc)
+	lat, lon, ts := l.num(form.lat), l.num(form.lon), l.num(form.ts)
 	if l.bad {
 		return
 	}
+	alt, height, dir, spd := l.opt(form.alt), l.opt(form.height), l.opt(form.dir), l.opt(form.speed)
+	heightType, hAcc, vAcc := l.optInt(form.heightType), l.optInt(form.hAcc), l.optInt(form.vAcc)
 	if lat == nil && lon == nil && form == formLibrid {
 		r.Skipped = append(r.Skipped, Note{Item: i, Path: path, Why: "latitude and longitude null (unknown): left out"})
 		return

@@ -56,25 +56,41 @@ func (r *ridTime) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ridHeight is RIDHeight; a height that is not an object is kept in raw
+// and dropped with a note.
 type ridHeight struct {
-	Distance  *float64 `json:"distance"`
-	Reference *string  `json:"reference"`
+	Distance  optNum `json:"distance"`
+	Reference optStr `json:"reference"`
+	raw       []byte
 }
 
+func (h *ridHeight) UnmarshalJSON(b []byte) error {
+	type plain ridHeight
+	var p plain
+	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' || json.Unmarshal(b, &p) != nil {
+		*h = ridHeight{raw: append([]byte(nil), b...)}
+		return nil
+	}
+	*h = ridHeight(p)
+	return nil
+}
+
+// ridPosition is RIDAircraftPosition: lat and lng required, the rest
+// optional (a bad value of one is dropped alone).
 type ridPosition struct {
 	Lat       *float64   `json:"lat"`
 	Lng       *float64   `json:"lng"`
-	Alt       *float64   `json:"alt"`
-	AccuracyH *string    `json:"accuracy_h"`
-	AccuracyV *string    `json:"accuracy_v"`
+	Alt       optNum     `json:"alt"`
+	AccuracyH optStr     `json:"accuracy_h"`
+	AccuracyV optStr     `json:"accuracy_v"`
 	Height    *ridHeight `json:"height"` // F3411-22a: the height is part of the position
 }
 
 type ridState struct {
 	Timestamp *ridTime     `json:"timestamp"`
 	Position  *ridPosition `json:"position"`
-	Track     *float64     `json:"track"`
-	Speed     *float64     `json:"speed"`
+	Track     optNum       `json:"track"`
+	Speed     optNum       `json:"speed"`
 	Height    *ridHeight   `json:"height"` // F3411-19 keeps it on the state
 }
 
@@ -212,7 +228,7 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 		if h != s.Height {
 			hPath = "position.height"
 		}
-		r.position(i, path, drone, idField, s.Timestamp, "timestamp", s.Position, h, hPath, s.Track, s.Speed)
+		r.position(i, path, drone, idField, s.Timestamp, "timestamp", s.Position, h, hPath, &s.Track, &s.Speed)
 	}
 	for j := range f.RecentPositions {
 		rp := &f.RecentPositions[j]
@@ -220,7 +236,7 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 		if rp.Position != nil {
 			h = rp.Position.Height
 		}
-		r.position(i, fmt.Sprintf("%s.recent_positions[%d]", prefix, j), drone, idField, rp.Time, "time", rp.Position, h, "position.height", nil, nil)
+		r.position(i, fmt.Sprintf("%s.recent_positions[%d]", prefix, j), drone, idField, rp.Time, "time", rp.Position, h, "position.height", &optNum{}, &optNum{})
 	}
 }
 
@@ -239,7 +255,7 @@ func detailsID(f *ridFlight) *uasID {
 	return f.Details.UASID
 }
 
-func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField string, p *ridPosition, h *ridHeight, hField string, track, spd *float64) {
+func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField string, p *ridPosition, h *ridHeight, hField string, track, spd *optNum) {
 	switch {
 	case t == nil:
 		r.fail(i, path+"."+tField, "required")
@@ -271,14 +287,54 @@ func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField
 			"agl_m": path + "." + hField + ".distance", "heading_deg": path + ".track", "speed_mps": path + ".speed",
 			"h_accuracy_m": path + ".position.accuracy_h", "v_accuracy_m": path + ".position.accuracy_v"},
 	}
-	fix.Pos.HAccuracyM, fix.Pos.VAccuracyM = classRID(horizontalRID, p.AccuracyH), classRID(verticalRID, p.AccuracyV)
-	if a := altitude(p.Alt); a != nil {
+	num := func(o *optNum, field string) *float64 {
+		if o.raw != nil {
+			r.note(i, path+"."+field, dropped(o.raw, "a number"))
+		}
+		return o.v
+	}
+	class := func(m map[string]float64, o *optStr, field string) *float64 {
+		if o.raw != nil {
+			r.note(i, path+".position."+field, dropped(o.raw, "a string"))
+		}
+		v := classRID(m, o.v)
+		if v == nil && o.v != nil && *o.v != "HAUnknown" && *o.v != "VAUnknown" && *o.v != "HA10NMPlus" && *o.v != "VA150mPlus" {
+			r.note(i, path+".position."+field, fmt.Sprintf("%q is not an F3411 accuracy class; dropped", *o.v))
+		}
+		return v
+	}
+	fix.Pos.HAccuracyM = class(horizontalRID, &p.AccuracyH, "accuracy_h")
+	fix.Pos.VAccuracyM = class(verticalRID, &p.AccuracyV, "accuracy_v")
+	if a := altitude(num(&p.Alt, "position.alt")); a != nil {
 		fix.Pos.AltM, fix.Pos.AltRef = a, telemetry.RefWGS84
 	}
-	if h != nil && h.Reference != nil && *h.Reference == "GroundLevel" {
-		fix.Pos.AGLM = altitude(h.Distance)
+	if h != nil {
+		fix.Pos.AGLM = r.groundHeight(i, path+"."+hField, h)
 	}
-	fix.Pos.HeadingDeg = heading(track)
-	fix.Pos.SpeedMPS = speed(spd)
+	fix.Pos.HeadingDeg = heading(num(track, "track"))
+	fix.Pos.SpeedMPS = speed(num(spd, "speed"))
 	r.Fixes = append(r.Fixes, fix)
+}
+
+// groundHeight is the height above ground a RIDHeight gives: its distance
+// when the reference is GroundLevel, else none (TakeoffLocation is not the
+// ground under the drone; an unknown reference could be anything).
+func (r *Result) groundHeight(i int, path string, h *ridHeight) *float64 {
+	switch {
+	case h.raw != nil:
+		r.note(i, path, dropped(h.raw, "a RIDHeight object"))
+		return nil
+	case h.Reference.raw != nil:
+		r.note(i, path+".reference", dropped(h.Reference.raw, "a string")+"; the height counts as unknown")
+		return nil
+	case h.Distance.raw != nil:
+		r.note(i, path+".distance", dropped(h.Distance.raw, "a number"))
+		return nil
+	case h.Reference.v == nil || *h.Reference.v == "TakeoffLocation":
+		return nil
+	case *h.Reference.v != "GroundLevel":
+		r.note(i, path+".reference", fmt.Sprintf("%q is neither GroundLevel nor TakeoffLocation; the height counts as unknown", *h.Reference.v))
+		return nil
+	}
+	return altitude(h.Distance.v)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,58 @@ func checkResult(t *testing.T, res Result) {
 		if x.SourceField("lat") == "" || x.SourceField("drone_id") == "" {
 			t.Fatalf("no source path for %+v", x)
 		}
+	}
+}
+
+// TestOptionalFieldsDroppedAlone: a bad optional value loses that field,
+// with a note naming it, never the position.
+func TestOptionalFieldsDroppedAlone(t *testing.T) {
+	tests := []struct {
+		name, body string
+		odid       bool
+		notes      []string
+	}{
+		{"RID", string(flightsBody(`{"id":"a","current_state":{"timestamp":"2026-12-03T08:00:00Z","track":"90","speed":[1],` +
+			`"position":{"lat":51.47,"lng":-0.46,"alt":"120","accuracy_h":"HA2m","accuracy_v":7,"height":{"distance":60,"reference":"Sea"}}}},` +
+			`{"id":"b","current_state":{"timestamp":"2026-12-03T08:00:00Z","position":{"lat":51.47,"lng":-0.46,"height":"60"}}}`)),
+			false, []string{
+				"flights[0].current_state.position.accuracy_h", "flights[0].current_state.position.accuracy_v",
+				"flights[0].current_state.position.alt", "flights[0].current_state.position.height.reference",
+				"flights[0].current_state.track", "flights[0].current_state.speed", "flights[1].current_state.position.height",
+			}},
+		{"ODID core-c", `{"uas_id":"A","location":{"Latitude":1,"Longitude":1,"TimeStamp":1,"AltitudeGeo":"x","HeightType":1.5,"Direction":{},"HorizAccuracy":"3"}}`,
+			true, []string{"[0].location.AltitudeGeo", "[0].location.Direction", "[0].location.HeightType", "[0].location.HorizAccuracy"}},
+		{"ODID librid", `{"messages":[{"message_type":0,"uas_id":"X"},{"message_type":1,"latitude":1,"longitude":1,"timestamp":5,"speed":"fast"}]}`,
+			true, []string{"[0].messages[1].speed"}},
+	}
+	recv := time.Date(2026, 12, 3, 9, 0, 1, 0, time.UTC)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var res Result
+			if tc.odid {
+				res = ODID([]byte(tc.body), recv)
+			} else {
+				res = Flights([]byte(tc.body))
+			}
+			if len(res.Errors) > 0 || len(res.Fixes) == 0 {
+				t.Fatalf("errors %v, %d fixes", res.Errors, len(res.Fixes))
+			}
+			for _, x := range res.Fixes {
+				p := x.Pos
+				if p.AltM != nil || p.AGLM != nil || p.HeadingDeg != nil || p.SpeedMPS != nil || p.HAccuracyM != nil || p.VAccuracyM != nil {
+					t.Fatalf("a bad value was kept: %s", p.AppendJSON(nil))
+				}
+			}
+			var got []string
+			for _, n := range res.Notes {
+				got = append(got, n.Path)
+			}
+			sort.Strings(got)
+			want := append([]string(nil), tc.notes...)
+			sort.Strings(want)
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("notes on\n %v\nwant\n %v\n(%+v)", got, want, res.Notes)
+			}
+		})
 	}
 }
