@@ -205,6 +205,8 @@ func NewServer(opt Options) (*Server, error) {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, s.observe, s.authenticate)
 	r.Post("/v1/telemetry", s.postTelemetry)
+	r.With(withDecoders(ridDecoders)).Post(RouteRID, s.postTelemetry)
+	r.With(withDecoders(odidDecoders)).Post(RouteODID, s.postTelemetry)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opt.Registry, promhttp.HandlerOpts{Registry: opt.Registry}))
@@ -256,7 +258,7 @@ var mediaTypes = map[string]func([]byte, decodeOpts) (batch, *rejection){
 func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	lim := s.opt.Limits
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	decode := mediaTypes[mt]
+	decode := decodersOf(r)[mt]
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		decode = nil
 	}
