@@ -59,6 +59,12 @@ func TestConfig(t *testing.T) {
 		{name: "shutdown shorter than produce", args: []string{"--shutdown-timeout", "1s"}, wantErr: "ShutdownTimeout"},
 		{name: "bad level", env: map[string]string{"NOFLY_LOG_LEVEL": "loud"}, wantErr: "LogLevel"},
 		{name: "replication zero", args: []string{"--replication", "0"}, wantErr: "Replication"},
+		{name: "clock bounds default", check: func(c Config) bool { return c.MaxClockSkewAhead == 10*time.Minute && c.MaxRecordAge == 0 }},
+		{name: "clock bounds from env and flags", args: []string{"--max-record-age", "48h"},
+			env:   map[string]string{"NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD": "0"},
+			check: func(c Config) bool { return c.MaxClockSkewAhead == 0 && c.MaxRecordAge == 48*time.Hour }},
+		{name: "negative clock skew", args: []string{"--max-clock-skew-ahead", "-1s"}, wantErr: "MaxClockSkewAhead (--max-clock-skew-ahead, NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD)"},
+		{name: "negative record age", env: map[string]string{"NOFLY_INGEST_MAX_RECORD_AGE": "-1h"}, wantErr: "MaxRecordAge"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
