@@ -77,6 +77,11 @@ func (w FieldWarning) String() string { return w.Field + ": " + w.Warning }
 
 // Published "unknown" values of optional fields, in this record's units. A
 // field holding one is absent, without a warning: the feed said "unknown".
+// Sources: ASTM F3411-22a Table 1 as InterUSS's uas_standards states it
+// (astm/f3411/v22a/constants.py: SpecialTrackDirection, SpecialSpeed,
+// SpecialHeight), OpenDroneID's opendroneid-core-c (opendroneid.h: INV_DIR,
+// INV_SPEED_H, INV_ALT), MAVLink's common.xml (GLOBAL_POSITION_INT.hdg,
+// GPS_RAW_INT.vel and .cog: "If unknown, set to: UINT16_MAX").
 const (
 	// ASTM F3411-22a Table 1 (Network and broadcast Remote ID; OpenDroneID's
 	// INV_DIR): track direction 361 = "Invalid, No Value or Unknown".
