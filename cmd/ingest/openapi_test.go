@@ -3,11 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +24,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/ingest/feedkey"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -89,8 +95,11 @@ func decodeNDJSONBody(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ op
 		if len(line) == 0 {
 			continue
 		}
+		// UseNumber: a number beyond float64 is still a JSON number.
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
 		var v any
-		if err := json.Unmarshal(line, &v); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		out = append(out, v)
@@ -125,6 +134,20 @@ func TestOpenAPIContract(t *testing.T) {
 		_, _ = c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{cfg.Topic}})
 	})
 	live := startService(t, cfg).url
+
+	// An intake with feed keys: "open" may write any drone, "fleet" only
+	// OAS-F- drones and one record an hour.
+	openKey, fleetKey := "nofly_openapi-test-open", "nofly_openapi-test-fleet"
+	keys := filepath.Join(t.TempDir(), "feeds")
+	lines := (&feedkey.Feed{Name: "open", Hash: feedkey.Hash(openKey)}).Line() + "\n" +
+		(&feedkey.Feed{Name: "fleet", Hash: feedkey.Hash(fleetKey), Prefixes: []string{"OAS-F-"}, Rate: 1, Per: time.Hour, Burst: 1}).Line() + "\n"
+	if err := os.WriteFile(keys, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyedCfg := cfg
+	keyedCfg.FeedKeys = keys
+	keyed := startService(t, keyedCfg).url
+	bearer := func(key string) http.Header { return http.Header{"Authorization": {"Bearer " + key}} }
 
 	// An intake whose broker is a closed port: live, never ready, and every
 	// valid request gets 503.
@@ -161,9 +184,10 @@ func TestOpenAPIContract(t *testing.T) {
 		body             string
 		request          verdict
 		wantStatus       int
-		wantLine         int    // of the first listed error, for 400s
-		wantField        string // of the first listed error, for 400s
-		wantHeaderNonNil string // a header the answer must carry
+		wantLine         int      // of the first listed error, for 400s
+		wantField        string   // of the first listed error, for 400s
+		wantHeaderNonNil string   // a header the answer must carry
+		wantWarnings     []string // "line field" of each warning of a 202, in order
 	}{
 		{name: "ndjson 202", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
 			body:    rec(1, "") + "\n\n" + rec(2, `,"alt_m":85,"alt_ref":"WGS84","speed_mps":3,"heading_deg":359.5`) + "\n",
@@ -175,6 +199,16 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "json array with nulls 202", base: live, method: "POST", path: "/v1/telemetry", contentType: js + "; charset=utf-8",
 			body:    "[" + rec(5, `,"heading_deg":null,"alt_m":null,"alt_ref":null,"agl_m":null,"speed_mps":null`) + "]",
 			request: valid, wantStatus: 202},
+		{name: "optional fields outside every convention 202", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			body: rec(21, `,"heading_deg":720,"speed_mps":"fast","alt_ref":"QNH","alt_m":100,"agl_m":[1]`) + "\n" +
+				rec(22, `,"heading_deg":-90,"speed_mps":255,"alt_ref":"agl","alt_m":30,"agl_m":31`),
+			request: valid, wantStatus: 202,
+			wantWarnings: []string{"1 alt_ref", "1 alt_m", "1 agl_m", "1 speed_mps", "1 heading_deg", "2 alt_m", "2 agl_m"}},
+		{name: "gzip 202", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: http.Header{"Content-Encoding": {"gzip"}}, body: gzipped(rec(23, "") + "\n" + rec(24, "")),
+			request: notJudged, wantStatus: 202},
+		{name: "ts in year 1 202", base: live, method: "POST", path: "/v1/telemetry", contentType: js,
+			body: strings.Replace(rec(25, ""), time.Now().UTC().Format("2006"), "0001", 1), request: valid, wantStatus: 202},
 		{name: "ndjson bad field on line 3 400", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
 			body:    rec(6, "") + "\n\n" + strings.Replace(rec(7, ""), `"lat":51.47`, `"lat":91`, 1) + "\n",
 			request: invalid, wantStatus: 400, wantLine: 3, wantField: "lat"},
@@ -183,6 +217,11 @@ func TestOpenAPIContract(t *testing.T) {
 			request: invalid, wantStatus: 400, wantLine: 2, wantField: "drone_id"},
 		{name: "drone_id null 400", base: live, method: "POST", path: "/v1/telemetry", contentType: js,
 			body: strings.Replace(rec(10, ""), `"OAS-1"`, "null", 1), request: invalid, wantStatus: 400, wantLine: 1, wantField: "drone_id"},
+		{name: "ts 3h ahead 400", base: live, method: "POST", path: "/v1/telemetry", contentType: js,
+			body:    `{"drone_id":"OAS-1","seq":26,"ts":"` + time.Now().Add(3*time.Hour).UTC().Format(time.RFC3339) + `","lat":51.47,"lon":-0.46}`,
+			request: valid, wantStatus: 400, wantLine: 1, wantField: "ts"},
+		{name: "corrupt gzip 400", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: http.Header{"Content-Encoding": {"gzip"}}, body: rec(27, ""), request: notJudged, wantStatus: 400},
 		{name: "empty array 400", base: live, method: "POST", path: "/v1/telemetry", contentType: js,
 			body: "[]", request: invalid, wantStatus: 400},
 		{name: "malformed line 400", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
@@ -199,6 +238,19 @@ func TestOpenAPIContract(t *testing.T) {
 			header: http.Header{"Content-Encoding": {"br"}}, body: rec(19, ""), request: notJudged, wantStatus: 415},
 		{name: "kafka away 503", base: down, method: "POST", path: "/v1/telemetry", contentType: ndjson,
 			body: rec(20, ""), request: valid, wantStatus: 503, wantHeaderNonNil: "Retry-After"},
+		{name: "keyed 202", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: bearer(openKey), body: rec(28, ""), request: valid, wantStatus: 202},
+		{name: "no key 401", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			body: rec(29, ""), request: invalid, wantStatus: 401, wantHeaderNonNil: "WWW-Authenticate"},
+		{name: "unknown key 401", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: bearer("nofly_not-a-feed"), body: rec(30, ""), request: notJudged, wantStatus: 401, wantHeaderNonNil: "WWW-Authenticate"},
+		{name: "drone outside the feed's prefixes 403", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: bearer(fleetKey), body: rec(31, ""), request: valid, wantStatus: 403, wantLine: 1, wantField: "drone_id"},
+		{name: "feed within its rate 202", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: bearer(fleetKey), body: strings.Replace(rec(32, ""), "OAS-1", "OAS-F-1", 1), request: valid, wantStatus: 202},
+		{name: "feed over its rate 429", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			header: bearer(fleetKey), body: strings.Replace(rec(33, ""), "OAS-1", "OAS-F-1", 1), request: valid, wantStatus: 429,
+			wantHeaderNonNil: "Retry-After"},
 		{name: "healthz", base: live, method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", base: live, method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "readyz kafka away", base: down, method: "GET", path: "/readyz", wantStatus: 503},
@@ -225,8 +277,14 @@ func TestOpenAPIContract(t *testing.T) {
 			if err != nil {
 				t.Fatalf("openapi.yaml has no operation for %s %s: %v", tt.method, tt.path, err)
 			}
+			// Without a key file ingest needs no key (from loopback); with one
+			// the description's bearer scheme is checked.
+			auth := openapi3filter.NoopAuthenticationFunc
+			if tt.base == keyed {
+				auth = requireBearer
+			}
 			in := &openapi3filter.RequestValidationInput{Request: newReq(), PathParams: params, Route: route,
-				Options: &openapi3filter.Options{MultiError: true}}
+				Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: auth}}
 			if tt.request != notJudged {
 				err := openapi3filter.ValidateRequest(context.Background(), in)
 				if tt.request == valid && err != nil {
@@ -254,7 +312,7 @@ func TestOpenAPIContract(t *testing.T) {
 				t.Errorf("no %s header", tt.wantHeaderNonNil)
 			}
 			checkResponse(t, in, route, res, body)
-			if tt.wantStatus == 400 && tt.wantLine > 0 {
+			if tt.wantLine > 0 {
 				var rej struct {
 					Errors []struct {
 						Line  int    `json:"line"`
@@ -266,12 +324,30 @@ func TestOpenAPIContract(t *testing.T) {
 					t.Errorf("errors %s; want the first at line %d, field %q", body, tt.wantLine, tt.wantField)
 				}
 			}
+			if tt.wantStatus == 202 {
+				var acc struct {
+					Warnings []struct {
+						Line  int    `json:"line"`
+						Field string `json:"field"`
+					} `json:"warnings"`
+				}
+				if err := json.Unmarshal(body, &acc); err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, w := range acc.Warnings {
+					got = append(got, fmt.Sprintf("%d %s", w.Line, w.Field))
+				}
+				if !slices.Equal(got, tt.wantWarnings) {
+					t.Errorf("warnings %s; want %q", body, tt.wantWarnings)
+				}
+			}
 			if tt.path == "/openapi.yaml" && !bytes.Equal(body, openapiYAML) {
 				t.Errorf("/openapi.yaml serves %d bytes that are not the embedded description", len(body))
 			}
 		})
 	}
-	for _, code := range []int{200, 202, 400, 413, 415, 503} {
+	for _, code := range []int{200, 202, 400, 401, 403, 413, 415, 429, 503} {
 		if !seen[code] {
 			t.Errorf("no request got %d", code)
 		}
@@ -288,12 +364,31 @@ func checkResponse(t *testing.T, in *openapi3filter.RequestValidationInput, rout
 		t.Errorf("%s %s answered %d %q, which openapi.yaml does not describe: %v\nbody: %.500s",
 			route.Method, route.Path, res.StatusCode, res.Header.Get("Content-Type"), err, body)
 	}
-	// Every header the description lists for this status is present.
+	// Every header the description requires for this status is present.
 	if r := route.Operation.Responses.Status(res.StatusCode); r != nil && r.Value != nil {
-		for name := range r.Value.Headers {
-			if _, ok := res.Header[http.CanonicalHeaderKey(name)]; !ok {
-				t.Errorf("%d lacks the header %s that openapi.yaml lists", res.StatusCode, name)
+		for name, h := range r.Value.Headers {
+			if _, ok := res.Header[http.CanonicalHeaderKey(name)]; !ok && h.Value != nil && h.Value.Required {
+				t.Errorf("%d lacks the header %s that openapi.yaml requires", res.StatusCode, name)
 			}
 		}
 	}
+}
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return b.String()
+}
+
+// requireBearer is the description's bearer scheme: the request carries
+// "Authorization: Bearer <key>" (whether the key is a feed's is the server's
+// to say).
+func requireBearer(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	scheme, key, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return errors.New("no Bearer key")
+	}
+	return nil
 }
