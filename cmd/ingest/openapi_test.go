@@ -168,6 +168,18 @@ func TestOpenAPIContract(t *testing.T) {
 		return fmt.Sprintf(`{"drone_id":"OAS-1","seq":%d,"ts":"%s","lat":51.47,"lon":-0.46%s}`,
 			seq, time.Now().UTC().Format(time.RFC3339Nano), extra)
 	}
+	// now(d) is the time d seconds from now; pastHour and tenthsPastHour
+	// the same as Remote ID broadcasts it, in (tenths of) seconds past the
+	// hour.
+	now := func(d int) string {
+		return time.Now().UTC().Add(time.Duration(d) * time.Second).Format(time.RFC3339Nano)
+	}
+	sincePastHour := func(d int) time.Duration {
+		t := time.Now().UTC().Add(time.Duration(d) * time.Second)
+		return t.Sub(t.Truncate(time.Hour))
+	}
+	pastHour := func(d int) string { return fmt.Sprintf("%.1f", sincePastHour(d).Seconds()) }
+	tenthsPastHour := func(d int) string { return fmt.Sprint(int(sincePastHour(d).Seconds() * 10)) }
 	const ndjson, js = "application/x-ndjson", "application/json"
 	type verdict int
 	const (
@@ -251,6 +263,34 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "feed over its rate 429", base: keyed, method: "POST", path: "/v1/telemetry", contentType: ndjson,
 			header: bearer(fleetKey), body: strings.Replace(rec(33, ""), "OAS-1", "OAS-F-1", 1), request: valid, wantStatus: 429,
 			wantHeaderNonNil: "Retry-After"},
+		{name: "rid 202 with a position left out", base: live, method: "POST", path: "/v1/telemetry/rid", contentType: js,
+			body: `{"flights":[{"id":"f-1","uas_id":{"serial_number":"1596F35A"},"current_state":{"timestamp":{"value":"` + now(-2) +
+				`","format":"RFC3339"},"track":361,"speed":4,"position":{"lat":51.47,"lng":-0.46,"alt":130,"accuracy_h":"HA3m","accuracy_v":"bogus",` +
+				`"height":{"distance":55,"reference":"GroundLevel"}}},"recent_positions":[{"time":"` + now(-3) + `","position":{"lat":0,"lng":0}}]}]}`,
+			request: valid, wantStatus: 202,
+			wantWarnings: []string{"1 flights[0].recent_positions[0]", "1 flights[0].current_state.position.accuracy_v"}},
+		{name: "rid lat out of range 400", base: live, method: "POST", path: "/v1/telemetry/rid", contentType: js,
+			body:    `{"flights":[{"id":"f-1","current_state":{"timestamp":"` + now(-2) + `","position":{"lat":95,"lng":-0.46}}}]}`,
+			request: invalid, wantStatus: 400, wantLine: 1, wantField: "flights[0].current_state.position.lat"},
+		{name: "rid flight without a name 400", base: live, method: "POST", path: "/v1/telemetry/rid", contentType: js,
+			body:    `{"flights":[{"id":" ","current_state":{"timestamp":"` + now(-2) + `","position":{"lat":51.47,"lng":-0.46}}}]}`,
+			request: invalid, wantStatus: 400, wantLine: 1, wantField: "flights[0].id"},
+		{name: "rid as ndjson 415", base: live, method: "POST", path: "/v1/telemetry/rid", contentType: ndjson,
+			body: `{"flights":[]}`, request: notJudged, wantStatus: 415},
+		{name: "odid core-c 202", base: live, method: "POST", path: "/v1/telemetry/odid", contentType: js,
+			body: `[{"basic_id":{"UASID":"1596F35A"},"location":{"Latitude":51.47,"Longitude":-0.46,"AltitudeGeo":130,"HeightType":1,` +
+				`"Height":40,"Direction":361,"SpeedHorizontal":255,"HorizAccuracy":10,"VertAccuracy":"x","TimeStamp":` + pastHour(-5) + `}}]`,
+			request: valid, wantStatus: 202, wantWarnings: []string{"1 [0].location.VertAccuracy"}},
+		{name: "odid librid pack 202", base: live, method: "POST", path: "/v1/telemetry/odid", contentType: js,
+			body: `{"messages":[{"message_type":0,"uas_id":"LIBRID-7"},{"message_type":1,"latitude":51.47,"longitude":-0.46,` +
+				`"geodetic_altitude":120,"timestamp":` + tenthsPastHour(-5) + `},{"message_type":4}]}`,
+			request: valid, wantStatus: 202},
+		{name: "odid without a uas id 400", base: live, method: "POST", path: "/v1/telemetry/odid", contentType: js,
+			body:    `{"location":{"Latitude":51.47,"Longitude":-0.46,"TimeStamp":1}}`,
+			request: invalid, wantStatus: 400, wantLine: 1, wantField: "[0].basic_id.UASID"},
+		{name: "odid pack without a location 400", base: live, method: "POST", path: "/v1/telemetry/odid", contentType: js,
+			body:    `{"messages":[{"message_type":0,"uas_id":"LIBRID-7"}]}`,
+			request: invalid, wantStatus: 400, wantLine: 1, wantField: "[0].messages"},
 		{name: "healthz", base: live, method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", base: live, method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "readyz kafka away", base: down, method: "GET", path: "/readyz", wantStatus: 503},
