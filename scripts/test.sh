@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's one test command (README: `make test`; CI: .ci/run).
 # Installs and starts Redis and Kafka, then runs go vet, every test with the
-# race detector against those real services, and each fuzz target for
-# FUZZTIME (20s by default).
+# race detector against those real services, schemathesis against a live
+# ingest (scripts/schemathesis.sh), and each fuzz target for FUZZTIME (20s
+# by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-20s}
@@ -18,6 +19,8 @@ echo "== go vet ./..."
 go vet ./...
 echo "== go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
+echo "== schemathesis: a live ingest against cmd/ingest/openapi.yaml"
+bash scripts/schemathesis.sh
 
 echo "== fuzz targets, ${FUZZTIME} each"
 fuzzlog=$(mktemp)
