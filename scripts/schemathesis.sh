@@ -10,7 +10,7 @@
 # scripts/schemathesis/requirements.txt and installed once into a venv
 # under $NOFLY_CACHE. ingest is built from the tree, started on a free
 # loopback port with a topic of its own (it creates the topic), and stopped
-# by PID. SCHEMATHESIS_EXAMPLES (default 60) bounds the requests per
+# by PID. SCHEMATHESIS_EXAMPLES (default 200) bounds the requests per
 # operation and phase; SCHEMATHESIS_SEED (default fixed) makes a run
 # repeatable, so a failure in CI is one a developer can replay.
 set -euo pipefail
@@ -24,7 +24,7 @@ SKEW_AHEAD=600 # seconds; ingest's --max-clock-skew-ahead, which the hooks must 
 # test checks that the served document is this file).
 SPEC=$PWD/cmd/ingest/openapi.yaml
 BROKERS=${NOFLY_KAFKA_BROKERS:-127.0.0.1:9092}
-EXAMPLES=${SCHEMATHESIS_EXAMPLES:-60}
+EXAMPLES=${SCHEMATHESIS_EXAMPLES:-200}
 SEED=${SCHEMATHESIS_SEED:-15}
 
 # pick_python prints a Python 3.12 or later when the machine has one:
