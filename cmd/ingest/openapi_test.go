@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -382,6 +383,9 @@ func TestOpenAPIContract(t *testing.T) {
 					t.Errorf("warnings %s; want %q", body, tt.wantWarnings)
 				}
 			}
+			if tt.path == "/metrics" {
+				checkMetricsDescribed(t, route.Operation.Description, body)
+			}
 			if tt.path == "/openapi.yaml" && !bytes.Equal(body, openapiYAML) {
 				t.Errorf("/openapi.yaml serves %d bytes that are not the embedded description", len(body))
 			}
@@ -431,4 +435,28 @@ func requireBearer(_ context.Context, in *openapi3filter.AuthenticationInput) er
 		return errors.New("no Bearer key")
 	}
 	return nil
+}
+
+// checkMetricsDescribed: the nofly_ metric families /metrics exposes are
+// the ones the operation's description names.
+func checkMetricsDescribed(t *testing.T, description string, exposition []byte) {
+	t.Helper()
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`nofly_[a-z0-9_]+`).FindAllString(description, -1) {
+		named[m] = true
+	}
+	exposed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (nofly_[a-z0-9_]+) `).FindAllSubmatch(exposition, -1) {
+		exposed[string(m[1])] = true
+	}
+	for m := range exposed {
+		if !named[m] {
+			t.Errorf("/metrics exposes %s, which the description of /metrics does not name", m)
+		}
+	}
+	for m := range named {
+		if !exposed[m] {
+			t.Errorf("the description of /metrics names %s, which /metrics does not expose", m)
+		}
+	}
 }
