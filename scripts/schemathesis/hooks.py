@@ -12,16 +12,16 @@ What cmd/ingest/openapi.yaml states that a JSON Schema cannot express:
   map_case moves three in four of those (chosen by a hash of the value, so a
   seed replays) into the last hour, which keeps positive requests
   acceptable, and leaves the rest to exercise the refusal.
-- Remote ID's "no position" (lat = lng = 0) is left out of a request; a
-  request left with no position is refused with 400 "no records in the
-  body". Generators love 0, so map_case moves three in four such positions
-  off it in the same way.
+- Remote ID's "no position" (lat = lng = 0, or librid's null, null) and a
+  flight with no position are left out of a request; a request left with no
+  position is refused with 400 "no records in the body". Generators love 0,
+  so map_case moves three in four such positions off it in the same way.
 
 filter_failure excuses a schema-valid request refused for one of these
 reasons only, after checking the reason holds for the request as sent: the
 400 lists only errors on times that are in fact out of bounds, or says "no
-records" of a body whose every position is at 0, 0. Every other check still
-applies to such a request.
+records" of a body whose every position is left out. Every other check
+still applies to such a request.
 
 NOFLY_ST_SKEW_AHEAD is the bound in seconds, as the script starts ingest
 with it.
