@@ -77,7 +77,10 @@ def parse_time(v):
         return None
     if m.group(8) != "Z":
         off = datetime.timedelta(hours=int(m.group(10)), minutes=int(m.group(11)))
-        t = t - off if m.group(9) == "+" else t + off
+        try:
+            t = t - off if m.group(9) == "+" else t + off
+        except OverflowError:  # an offset past the ends of Python's calendar
+            return datetime.datetime.min.replace(tzinfo=UTC) if y < 5000 else datetime.datetime.max.replace(tzinfo=UTC)
     return t
 
 
@@ -105,41 +108,45 @@ def items(body):
     return [body]
 
 
-def somewhere(pos, lat, lng):
-    """pos, or (3 in 4) moved off 0, 0 when it is there, Remote ID's "no position"."""
+def somewhere(pos, lat, lng, salt):
+    """pos, or (3 in 4, by a hash of the request salt and pos) moved off 0, 0
+    when it is there, Remote ID's "no position"."""
     if not isinstance(pos, dict) or pos.get(lat) != 0 or pos.get(lng) != 0:
         return pos
-    if zlib.crc32(json.dumps(pos, sort_keys=True).encode()) % 4 == 0:
+    if zlib.crc32((salt + json.dumps(pos, sort_keys=True, default=repr)).encode()) % 4 == 0:
         return pos  # left at 0, 0: leaving it out is exercised too
     return {**pos, lat: 1.5}
 
 
-def rid_state(s, time_key):
+def rid_state(s, time_key, salt):
     if not isinstance(s, dict):
         return s
     s = dict(s)
     if time_key in s:
         s[time_key] = recent(s[time_key], True)
     if "position" in s:
-        s["position"] = somewhere(s["position"], "lat", "lng")
+        s["position"] = somewhere(s["position"], "lat", "lng", salt)
     return s
 
 
-def odid_message(m):
+def odid_message(m, salt):
     if not isinstance(m, dict):
         return m
     m = dict(m)
     if "received_at" in m:
         m["received_at"] = recent(m["received_at"], True)
     if isinstance(m.get("location"), dict):
-        m["location"] = somewhere(somewhere(m["location"], "Latitude", "Longitude"), "latitude", "longitude")
+        m["location"] = somewhere(somewhere(m["location"], "Latitude", "Longitude", salt), "latitude", "longitude", salt)
     if isinstance(m.get("messages"), list):
-        m["messages"] = [somewhere(x, "latitude", "longitude") for x in m["messages"]]
+        m["messages"] = [somewhere(x, "latitude", "longitude", salt) for x in m["messages"]]
     return m
 
 
 def map_body(path, body):
     """Move the times and the 0, 0 positions of a request of the operation at path."""
+    # Generators repeat one template position across many requests: hashed
+    # with the whole request, it is moved in some and kept in others.
+    salt = json.dumps(body, sort_keys=True, default=repr)
     if path == "/v1/telemetry":
         out = [{**r, "ts": recent(r["ts"], False)} if isinstance(r, dict) and "ts" in r else r for r in items(body)]
         return out if isinstance(body, list) else out[0]
@@ -149,13 +156,13 @@ def map_body(path, body):
             if isinstance(f, dict):
                 f = dict(f)
                 if "current_state" in f:
-                    f["current_state"] = rid_state(f["current_state"], "timestamp")
+                    f["current_state"] = rid_state(f["current_state"], "timestamp", salt)
                 if isinstance(f.get("recent_positions"), list):
-                    f["recent_positions"] = [rid_state(rp, "time") for rp in f["recent_positions"]]
+                    f["recent_positions"] = [rid_state(rp, "time", salt) for rp in f["recent_positions"]]
             flights.append(f)
         return {**body, "flights": flights}
     if path == "/v1/telemetry/odid":
-        out = [odid_message(m) for m in items(body)]
+        out = [odid_message(m, salt) for m in items(body)]
         return out if isinstance(body, list) else out[0]
     return body
 
