@@ -3,7 +3,7 @@
 // Engine that applies a batch of telemetry records and hands back what
 // dedup.Store must make stick in one versioned commit.
 //
-// Alarm semantics (DESIGN.md): for each (drone, zone), a raise at the first
+// Alarm semantics (docs/design.md): for each (drone, zone), a raise at the first
 // applied position inside the zone (horizontally, within its vertical
 // limits, zone active at the position's ts) and a clear at the first later
 // applied position outside it (beyond clear_buffer_m: geofence's

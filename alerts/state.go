@@ -109,7 +109,7 @@ func PointOf(p *telemetry.Position) geofence.Point {
 }
 
 // Step applies one position to a drone's state, the state machine of
-// DESIGN.md. It returns false (and changes nothing) when the position is a
+// docs/design.md. It returns false (and changes nothing) when the position is a
 // duplicate or stale: its seq is not above the state's. Otherwise it
 // appends the position's events to dst — clears first, then raises, each
 // in zone id order — with Partition and Offset left zero, and returns the

@@ -27,7 +27,7 @@
 //
 // # Categories
 //
-// "restricted" and "warning", as in DESIGN.md. ED-269 / ED-318
+// "restricted" and "warning", as in docs/design.md. ED-269 / ED-318
 // restrictions map as: PROHIBITED → restricted; REQ_AUTHORISATION
 // (ED-318: REQ_AUTHORIZATION, both spellings accepted) and CONDITIONAL →
 // warning, because the flight may be legal (authorised or meeting the
@@ -44,7 +44,7 @@
 // GeoJSON properties are errors, not warnings; an API taking zones sets
 // it) and Conservative (see Missing and unknown values).
 //
-//   - GeoJSON FeatureCollection (DESIGN.md): geometry Polygon,
+//   - GeoJSON FeatureCollection (docs/design.md): geometry Polygon,
 //     MultiPolygon, or Point with properties.radius_m; properties id
 //     (required, unique), name, category, floor_m / ceiling_m with
 //     floor_ref / ceiling_ref (AMSL default, AGL, WGS84), active_from /
@@ -120,7 +120,7 @@
 //	category                        restricted                            error
 //	restriction / type              error                                 error; NO_RESTRICTION dropped, reported
 //	floor_m, ceiling_m              no floor (ground), no ceiling (sky)   error; "120.5" read, warning
-//	floor_ref, ceiling_ref          AMSL (DESIGN.md's default)            error
+//	floor_ref, ceiling_ref          AMSL (the design's default)             error
 //	upper_limit, lower_limit        as ceiling_m, floor_m, warning; their reference missing: refused / conservative
 //	active_from, active_until       unbounded                             error; no offset: refused / conservative
 //	start_time, end_time            as active_from, active_until, warning

@@ -48,7 +48,7 @@ func jsonMsg(err error) string {
 }
 
 // ParseGeoJSON reads a GeoJSON FeatureCollection of zones as described in
-// DESIGN.md (see the package doc). The set is returned whole, or not at all
+// docs/design.md (see the package doc). The set is returned whole, or not at all
 // with a *ValidationError listing every problem.
 func ParseGeoJSON(r io.Reader) (*ZoneSet, error) {
 	b, err := readAll(r)
@@ -128,7 +128,7 @@ var geoNames = fieldNames{
 	until:   "properties.active_until",
 }
 
-// geoProps are the properties of DESIGN.md's GeoJSON zones.
+// geoProps are the properties of docs/design.md's GeoJSON zones.
 var geoProps = map[string]bool{
 	"id": true, "name": true, "category": true, "floor_m": true, "ceiling_m": true, "floor_ref": true, "ceiling_ref": true,
 	"active_from": true, "active_until": true, "clear_buffer_m": true, "radius_m": true,
@@ -355,7 +355,7 @@ func (p props) time(key string, end bool, f *feat) (time.Time, bool) {
 }
 
 // limit reads floor_m or ceiling_m with its reference: AMSL when none is
-// given (DESIGN.md's default) — except for a limit under another format's
+// given (docs/design.md's default) — except for a limit under another format's
 // name, whose format defines no reference: that one is refused, or with
 // Loader.Conservative read in an unknown reference (see the package doc).
 func (p props) limit(key, refKey string, f *feat) *Limit {

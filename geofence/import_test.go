@@ -274,7 +274,7 @@ func TestAirportsZoneSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := utc("2026-12-02T10:15:03Z")
-	// DESIGN.md's sample record: over Heathrow at 85 m AMSL.
+	// docs/design.md's sample record: over Heathrow at 85 m AMSL.
 	got := ids(ix.Query(Point{Lat: 51.4706, Lon: -0.4619, Time: now, Heights: Heights{}.Set(AMSL, 85)}, nil))
 	if got != "EGLL-ATZ,EGLL-RPZ,EGLL-CTR-LOW?" {
 		t.Errorf("Heathrow: %q", got)

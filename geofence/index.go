@@ -14,7 +14,7 @@ type Hit struct {
 	// HeightAssumed is true when a vertical limit could not be checked
 	// because the position had no height in that limit's reference, or the
 	// limit has none (RefUnknown): the position was taken to be within the
-	// limit (DESIGN.md's vertical test).
+	// limit (docs/design.md's vertical test).
 	// When several volumes of the zone contain the point, it is false if any
 	// of them did not need that assumption.
 	HeightAssumed bool
@@ -426,7 +426,7 @@ func (ix *Index) containsXY(p *part, x, y float64) bool {
 }
 
 // Query appends to dst[:0] the zones that contain p: horizontally, within
-// their vertical limits (DESIGN.md's vertical test) and active at p.Time.
+// their vertical limits (docs/design.md's vertical test) and active at p.Time.
 // Hits come in the zone set's order, each zone once. It does not allocate
 // when dst has room for the hits.
 func (ix *Index) Query(p Point, dst []Hit) []Hit {

@@ -15,7 +15,7 @@ import (
 type Format string
 
 const (
-	FormatGeoJSON Format = "geojson" // DESIGN.md's GeoJSON FeatureCollection
+	FormatGeoJSON Format = "geojson" // docs/design.md's GeoJSON FeatureCollection
 	FormatED269   Format = "ed269"   // EUROCAE ED-269 JSON, any layout
 	FormatED318   Format = "ed318"   // EUROCAE ED-318 GeoJSON
 )

@@ -29,7 +29,7 @@
 //     process sent, whose Produce did not return nil, and that the caller
 //     sends again, can be in the log twice. The record's own key
 //     (drone_id, seq) is the second line of defence: the alerter ignores a
-//     seq it has applied (DESIGN.md, "How exactly-once is obtained", 2).
+//     seq it has applied (docs/design.md, "How exactly-once is obtained", 2).
 //   - A record whose Produce returned an error may still be in the log when
 //     the outcome was unknown: ErrBrokerUnavailable after the delivery
 //     timeout, ErrClosed, or the caller's context ending (then it is even

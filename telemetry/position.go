@@ -1,6 +1,6 @@
 // Package telemetry defines the position record that drone feeds send and
 // that travels through Kafka as the value of "telemetry.positions" (key =
-// drone_id): its schema, validation and encoding. DESIGN.md ("Contracts") is
+// drone_id): its schema, validation and encoding. docs/design.md ("Contracts") is
 // the authority; this package is its executable form.
 package telemetry
 

@@ -65,7 +65,7 @@
 // is doubled (TestKafkaTwoWriters: 0 doubled, both fenced). A
 // read_uncommitted reader (kafka-go's Reader, Fetch) also sees the records
 // of aborted transactions; internal/committed reads as read_committed does,
-// and downstream readers can still dedup on event_id, as DESIGN.md says.
+// and downstream readers can still dedup on event_id, as docs/design.md says.
 //
 // The outbox stream is trimmed every Config.TrimInterval to the lowest
 // cursor of the partition's outputs, keeping entries younger than

@@ -3,7 +3,7 @@ package main
 // The independent reference: a brute-force scan of every record against
 // every zone, written apart from geofence/ and alerts/ — its own GeoJSON
 // reading, point-in-polygon (even-odd over all rings), haversine, vertical
-// and time checks, and the raise/clear rule of DESIGN.md. The proofs
+// and time checks, and the raise/clear rule of docs/design.md. The proofs
 // compare the alerter's output with it.
 
 import (
@@ -195,7 +195,7 @@ func refAlarmID(drone, zone string, seq int64) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// reference runs DESIGN.md's alarm semantics over the records in order.
+// reference runs docs/design.md's alarm semantics over the records in order.
 func reference(zones []refZone, recs []telemetry.Position) []refEvent {
 	return referenceReloaded([][]refZone{zones}, nil, recs)
 }
