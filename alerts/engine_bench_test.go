@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nofly-dev/nofly/alerts"
-	"github.com/nofly-dev/nofly/alerts/scenario"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/telemetry"
 )
 

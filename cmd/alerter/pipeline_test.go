@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/nofly-dev/nofly/alerts/scenario"
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/telemetry"
 )

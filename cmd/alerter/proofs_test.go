@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nofly-dev/nofly/alerts/scenario"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nofly-dev/nofly/alerts/scenario"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 

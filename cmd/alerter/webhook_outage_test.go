@@ -14,7 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/nofly-dev/nofly/alerts/scenario"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/telemetry"
 )

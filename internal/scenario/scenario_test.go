@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/nofly-dev/nofly/alerts/scenario"
+	"github.com/nofly-dev/nofly/internal/scenario"
 )
 
 func TestGenerateIsDeterministicAndHasTheMix(t *testing.T) {
