@@ -92,7 +92,7 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 		return DroneState{}, false
 	}
 	c := s.DroneState
-	c.In = append([]Inside(nil), s.In...)
+	c.Alarms = append([]ActiveAlarm(nil), s.Alarms...)
 	return c, true
 }
 

@@ -30,12 +30,12 @@ const NoSeq int64 = -1
 // applied seq and its active alarms. Stored as JSON in Redis
 // (docs/redis-layout.md).
 type DroneState struct {
-	Seq int64    `json:"seq"`
-	In  []Inside `json:"in,omitempty"` // sorted by Zone
+	Seq    int64         `json:"seq"`
+	Alarms []ActiveAlarm `json:"in,omitempty"` // sorted by Zone; "in" is the stored name
 }
 
-// Inside is one active alarm of a drone.
-type Inside struct {
+// ActiveAlarm is one alarm a drone has raised and not yet cleared.
+type ActiveAlarm struct {
 	Zone      string `json:"zone"`
 	Alarm     string `json:"alarm"`
 	FP        string `json:"fp"`   // the zone's fingerprint when raised
@@ -66,28 +66,28 @@ func (s *DroneState) Encode() []byte { return s.AppendEncode(nil) }
 func (s *DroneState) AppendEncode(dst []byte) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendInt(dst, s.Seq, 10)
-	if len(s.In) > 0 {
+	if len(s.Alarms) > 0 {
 		dst = append(dst, `,"in":[`...)
-		for i := range s.In {
-			in := &s.In[i]
+		for i := range s.Alarms {
+			a := &s.Alarms[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"zone":`...)
-			dst = appendString(dst, in.Zone)
+			dst = appendString(dst, a.Zone)
 			dst = append(dst, `,"alarm":`...)
-			dst = appendString(dst, in.Alarm)
+			dst = appendString(dst, a.Alarm)
 			dst = append(dst, `,"fp":`...)
-			dst = appendString(dst, in.FP)
+			dst = appendString(dst, a.FP)
 			dst = append(dst, `,"rseq":`...)
-			dst = strconv.AppendInt(dst, in.RaisedSeq, 10)
-			if in.Name != "" {
+			dst = strconv.AppendInt(dst, a.RaisedSeq, 10)
+			if a.Name != "" {
 				dst = append(dst, `,"name":`...)
-				dst = appendString(dst, in.Name)
+				dst = appendString(dst, a.Name)
 			}
-			if in.Category != "" {
+			if a.Category != "" {
 				dst = append(dst, `,"cat":`...)
-				dst = appendString(dst, in.Category)
+				dst = appendString(dst, a.Category)
 			}
 			dst = append(dst, '}')
 		}
@@ -123,54 +123,54 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 	hits = zs.Query(pt, hits)
 
 	// Clears: every active alarm whose zone no longer holds the drone.
-	kept := s.In[:0]
-	for _, in := range s.In {
+	kept := s.Alarms[:0]
+	for _, a := range s.Alarms {
 		reason := ""
-		z, ok := zs.Zone(in.Zone)
+		z, ok := zs.Zone(a.Zone)
 		switch {
 		case !ok:
 			reason = ReasonZoneRemoved
-		case z.Fingerprint != in.FP:
+		case z.Fingerprint != a.FP:
 			reason = ReasonZoneChanged
 		case !z.Active(p.TS):
 			reason = ReasonZoneInactive
-		case hitIndex(hits, in.Zone) >= 0 || zs.StillInside(in.Zone, pt):
-			kept = append(kept, in)
+		case hitIndex(hits, a.Zone) >= 0 || zs.StillInside(a.Zone, pt):
+			kept = append(kept, a)
 			continue
 		default:
 			reason = ReasonExited
 		}
-		e := newEvent(p, Cleared, EventID(in.Alarm, Cleared), in.Alarm, in.Zone, in.Name, in.Category)
+		e := newEvent(p, Cleared, EventID(a.Alarm, Cleared), a.Alarm, a.Zone, a.Name, a.Category)
 		e.Reason = reason
 		dst = append(dst, e)
 	}
-	s.In = kept
+	s.Alarms = kept
 
 	// Raises: every zone that holds the drone and has no active alarm.
 	first := len(dst)
 	for _, h := range hits {
-		if s.inside(h.Zone.ID) {
+		if s.hasAlarm(h.Zone.ID) {
 			continue
 		}
 		id, eventID := raisedIDs(p.DroneID, h.Zone.ID, p.Seq)
 		e := newEvent(p, Raised, eventID, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
 		e.HeightAssumed = h.HeightAssumed
 		dst = append(dst, e)
-		s.In = append(s.In, Inside{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: p.Seq,
+		s.Alarms = append(s.Alarms, ActiveAlarm{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: p.Seq,
 			Name: h.Zone.Name, Category: string(h.Zone.Category)})
 	}
 	if len(dst)-first > 1 {
 		slices.SortFunc(dst[first:], func(a, b Event) int { return strings.Compare(a.ZoneID, b.ZoneID) })
 	}
-	if len(s.In) > 1 {
-		slices.SortFunc(s.In, func(a, b Inside) int { return strings.Compare(a.Zone, b.Zone) })
+	if len(s.Alarms) > 1 {
+		slices.SortFunc(s.Alarms, func(a, b ActiveAlarm) int { return strings.Compare(a.Zone, b.Zone) })
 	}
 	return dst, hits, true
 }
 
-func (s *DroneState) inside(zone string) bool {
-	for i := range s.In {
-		if s.In[i].Zone == zone {
+func (s *DroneState) hasAlarm(zone string) bool {
+	for i := range s.Alarms {
+		if s.Alarms[i].Zone == zone {
 			return true
 		}
 	}

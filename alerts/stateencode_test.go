@@ -23,14 +23,14 @@ func checkStateEncode(t *testing.T, s alerts.DroneState) {
 }
 
 func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
-	in := alerts.Inside{Zone: "LHR-1", Alarm: "3f0c0123456789abcdef0123456789ab", FP: "sha256:9a1b", RaisedSeq: 1100, Name: "Heathrow", Category: "restricted"}
+	alarm := alerts.ActiveAlarm{Zone: "LHR-1", Alarm: "3f0c0123456789abcdef0123456789ab", FP: "sha256:9a1b", RaisedSeq: 1100, Name: "Heathrow", Category: "restricted"}
 	tests := map[string]alerts.DroneState{
 		"new":          alerts.NewDroneState(),
 		"no alarm":     {Seq: 1187},
-		"empty in":     {Seq: 5, In: []alerts.Inside{}},
-		"one":          {Seq: 1187, In: []alerts.Inside{in}},
-		"two, no name": {Seq: 9, In: []alerts.Inside{in, {Zone: "Z2", Alarm: "a", FP: "f", RaisedSeq: -3}}},
-		"escapes":      {Seq: 1, In: []alerts.Inside{{Zone: "a\"<b>&\\\n\u2028é\xff", Alarm: "x", FP: "y", Name: "\x01", Category: "<c>"}}},
+		"empty in":     {Seq: 5, Alarms: []alerts.ActiveAlarm{}},
+		"one":          {Seq: 1187, Alarms: []alerts.ActiveAlarm{alarm}},
+		"two, no name": {Seq: 9, Alarms: []alerts.ActiveAlarm{alarm, {Zone: "Z2", Alarm: "a", FP: "f", RaisedSeq: -3}}},
+		"escapes":      {Seq: 1, Alarms: []alerts.ActiveAlarm{{Zone: "a\"<b>&\\\n\u2028é\xff", Alarm: "x", FP: "y", Name: "\x01", Category: "<c>"}}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -41,6 +41,6 @@ func FuzzDroneStateEncode(f *testing.F) {
 	f.Add(int64(7), "Z", "alarm", "fp", int64(3), "Zone \"x\"", "restricted")
 	f.Add(int64(-1), "", "\xff<>&", "", int64(-9), "", "")
 	f.Fuzz(func(t *testing.T, seq int64, zone, alarm, fp string, rseq int64, name, cat string) {
-		checkStateEncode(t, alerts.DroneState{Seq: seq, In: []alerts.Inside{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}}})
+		checkStateEncode(t, alerts.DroneState{Seq: seq, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}}})
 	})
 }
