@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // DefaultPrefix is the default first part of every key's hash tag.
@@ -51,16 +53,10 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 		ttlArg: strconv.FormatInt(int64(o.EventTTL/time.Second), 10)}, nil
 }
 
-// Tag returns the hash tag of a partition's keys: {prefix:topic:partition}.
-func (r *Redis) Tag(partition int) string {
-	return "{" + r.prefix + ":" + r.topic + ":" + strconv.Itoa(partition) + "}"
+// Keys names a partition's keys (docs/redis-layout.md).
+func (r *Redis) Keys(partition int) redislayout.Keys {
+	return redislayout.Of(r.prefix, r.topic, partition)
 }
-
-// AppliedKey, DronesKey, OutboxKey and EventKey name a partition's keys.
-func (r *Redis) AppliedKey(p int) string          { return r.Tag(p) + ":applied" }
-func (r *Redis) DronesKey(p int) string           { return r.Tag(p) + ":drones" }
-func (r *Redis) OutboxKey(p int) string           { return r.Tag(p) + ":outbox" }
-func (r *Redis) EventKey(p int, id string) string { return r.Tag(p) + ":ev:" + id }
 
 // Load implements Store. The version and the states are read in one
 // MULTI/EXEC, so they belong together.
@@ -68,8 +64,9 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 	var applied *redis.StringCmd
 	var drones *redis.MapStringStringCmd
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		applied = p.Get(ctx, r.AppliedKey(partition))
-		drones = p.HGetAll(ctx, r.DronesKey(partition))
+		k := r.Keys(partition)
+		applied = p.Get(ctx, k.Applied())
+		drones = p.HGetAll(ctx, k.Drones())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -108,7 +105,9 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 // event travels once (no KEYS entry per event); they share the partition's
 // hash tag, so they are in the slot of the declared keys. The drone states
 // go to HSET straight from ARGV, in chunks (Lua's unpack is bounded by its
-// C stack), without copying them into a table.
+// C stack), without copying them into a table. The outbox field names come
+// from redislayout, spliced into the text (they are constants, so the
+// script and its SHA never change at run time).
 var commitScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '-1' end
@@ -127,7 +126,7 @@ local appended, suppressed = 0, 0
 for i = last + 1, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('SET', pfx .. id, '1', 'NX', 'EX', ttl) then
-    redis.call('XADD', outbox, '*', 'event_id', id, 'event', ARGV[i + 1])
+    redis.call('XADD', outbox, '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ARGV[i + 1])
     appended = appended + 1
   else
     suppressed = suppressed + 1
@@ -143,11 +142,11 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	if err := checkBatch(expected, b); err != nil {
 		return Result{}, err
 	}
-	tag := r.Tag(partition)
-	keys := []string{tag + ":applied", tag + ":drones", tag + ":outbox"}
+	k := r.Keys(partition)
+	keys := []string{k.Applied(), k.Drones(), k.Outbox()}
 	args := make([]any, 0, 5+2*len(b.Drones)+2*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
-		r.ttlArg, len(b.Drones), tag+":ev:")
+		r.ttlArg, len(b.Drones), k.EventPrefix())
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
@@ -169,23 +168,19 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	return Result{Appended: int(a), Suppressed: int(s)}, nil
 }
 
-// Outbox implements OutboxReader (XRANGE over the whole stream).
+// Outbox implements OutboxReader (the whole stream, XRANGE by pages).
 func (r *Redis) Outbox(ctx context.Context, partition int) ([]Entry, error) {
 	var out []Entry
-	start := "-"
+	k, after := r.Keys(partition), redislayout.StartID
 	for {
-		msgs, err := r.c.XRangeN(ctx, r.OutboxKey(partition), start, "+", 10000).Result()
+		es, err := redislayout.ReadOutbox(ctx, r.c, k, after, 10000, 0)
 		if err != nil {
 			return nil, fmt.Errorf("dedup: read outbox of partition %d: %w", partition, err)
 		}
-		for _, m := range msgs {
-			id, _ := m.Values["event_id"].(string)
-			ev, _ := m.Values["event"].(string)
-			out = append(out, Entry{ID: m.ID, EventID: id, Event: []byte(ev)})
-		}
-		if len(msgs) < 10000 {
+		out = append(out, es...)
+		if len(es) < 10000 {
 			return out, nil
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		after = es[len(es)-1].ID
 	}
 }

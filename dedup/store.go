@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // ErrFenced is returned by Commit when the partition's stored version is not
@@ -58,12 +60,8 @@ type Result struct {
 	Suppressed int // events whose unique key already existed (not appended)
 }
 
-// Entry is one outbox entry.
-type Entry struct {
-	ID      string // stream entry id
-	EventID string
-	Event   []byte
-}
+// Entry is one outbox entry, as the layout types it.
+type Entry = redislayout.Entry
 
 // Store is the per-partition versioned state of the alerter.
 type Store interface {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -162,20 +163,24 @@ func TestRedisKeysShareHashTagAndExpire(t *testing.T) {
 	if _, err := s.Commit(ctx, 3, dedup.NoVersion, dedup.Batch{Drones: map[string][]byte{"A": []byte("s")}, Events: []dedup.Event{ev("e1")}, Applied: 2}); err != nil {
 		t.Fatal(err)
 	}
-	tag := "{" + prefix + ":telemetry.positions:3}"
-	for key, typ := range map[string]string{tag + ":applied": "string", tag + ":drones": "hash", tag + ":outbox": "stream", tag + ":ev:e1": "string"} {
+	// The key strings themselves are pinned by redislayout's tests.
+	k := redislayout.Of(prefix, "telemetry.positions", 3)
+	if s.Keys(3) != k {
+		t.Errorf("store keys of partition 3 = %q, want %q", s.Keys(3).Tag(), k.Tag())
+	}
+	for key, typ := range map[string]string{k.Applied(): "string", k.Drones(): "hash", k.Outbox(): "stream", k.Event("e1"): "string"} {
 		if got := c.Type(ctx, key).Val(); got != typ {
 			t.Errorf("TYPE %s = %q, want %q", key, got, typ)
 		}
 	}
-	if ttl := c.TTL(ctx, tag+":ev:e1").Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+	if ttl := c.TTL(ctx, k.Event("e1")).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Errorf("unique key TTL = %v, want about 1h", ttl)
 	}
-	if got := c.Get(ctx, tag+":applied").Val(); got != "2" {
+	if got := c.Get(ctx, k.Applied()).Val(); got != "2" {
 		t.Errorf("applied = %q", got)
 	}
-	msgs := c.XRange(ctx, tag+":outbox", "-", "+").Val()
-	if len(msgs) != 1 || msgs[0].Values["event_id"] != "e1" || msgs[0].Values["event"] != `{"event_id":"e1"}` {
+	msgs := c.XRange(ctx, k.Outbox(), "-", "+").Val()
+	if len(msgs) != 1 || len(msgs[0].Values) != 2 || msgs[0].Values[redislayout.FieldEventID] != "e1" || msgs[0].Values[redislayout.FieldEvent] != `{"event_id":"e1"}` {
 		t.Errorf("outbox = %+v", msgs)
 	}
 }

@@ -205,7 +205,7 @@ func BenchmarkIngestToOutbox(b *testing.B) {
 			defer close(polled)
 			keys := make([]string, p.partitions)
 			for part := range keys {
-				keys[part] = store.AppliedKey(part)
+				keys[part] = store.Keys(part).Applied()
 			}
 			last := make([]int64, p.partitions)
 			tick := time.NewTicker(time.Millisecond)

@@ -1,0 +1,101 @@
+// Package redislayout is the one place the alerter's Redis layout is spelled:
+// the keys of a Kafka partition, the fields of its outbox and dead-letter
+// streams, and the one reader of outbox entries. docs/redis-layout.md is the
+// written contract; layout_test.go checks this package against its tables,
+// so the two cannot drift. dedup writes the layout, alerts/outbox reads it
+// and keeps its cursors and dead letters in it, tools and the demo read it.
+package redislayout
+
+import (
+	"strconv"
+)
+
+// Keys names the Redis keys of one partition. Every key shares the hash tag
+// {prefix:topic:partition}, so a script that touches one partition touches
+// one Redis Cluster slot.
+type Keys struct{ tag string }
+
+// Of returns the keys of partition of topic under prefix.
+func Of(prefix, topic string, partition int) Keys {
+	return Keys{tag: "{" + prefix + ":" + topic + ":" + strconv.Itoa(partition) + "}"}
+}
+
+// Tag is the partition's hash tag, {prefix:topic:partition}.
+func (k Keys) Tag() string { return k.tag }
+
+// Applied is the string holding the partition's applied Kafka offset (its version).
+func (k Keys) Applied() string { return k.tag + ":applied" }
+
+// Drones is the hash of drone id → drone state JSON.
+func (k Keys) Drones() string { return k.tag + ":drones" }
+
+// Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).
+func (k Keys) Outbox() string { return k.tag + ":outbox" }
+
+// Event is the unique key of event id, claimed with SET NX EX.
+func (k Keys) Event(id string) string { return k.EventPrefix() + id }
+
+// EventPrefix is what Event puts before an event id: the commit script gets
+// it as an argument and appends the ids itself, so each event travels once.
+func (k Keys) EventPrefix() string { return k.tag + ":ev:" }
+
+// Cursor is the string holding the stream id output last passed; output is
+// KafkaOutput or WebhookOutput(name).
+func (k Keys) Cursor(output string) string { return k.tag + ":cursor:" + output }
+
+// Dead is output's dead-letter stream (fields of DeadLetter.Values).
+func (k Keys) Dead(output string) string { return k.tag + ":dead:" + output }
+
+// KafkaOutput names the dispatcher's Kafka output in cursor keys and metrics.
+const KafkaOutput = "kafka"
+
+// WebhookOutput names webhook name's output in cursor and dead-letter keys
+// and in metrics.
+func WebhookOutput(name string) string { return "webhook:" + name }
+
+// The fields of an outbox entry (XADD order: event_id, event).
+const (
+	FieldEventID = "event_id"
+	FieldEvent   = "event"
+)
+
+// The other fields of a dead letter, besides FieldEventID and FieldEvent.
+const (
+	FieldOutboxID = "outbox_id"
+	FieldReason   = "reason"
+	FieldAttempts = "attempts"
+	FieldStatus   = "status"
+)
+
+// StartID is the stream id to read after when nothing was read yet.
+const StartID = "0-0"
+
+// Entry is one outbox stream entry.
+type Entry struct {
+	ID      string // stream entry id
+	EventID string
+	Event   []byte // the event's JSON, as downstream gets it
+}
+
+// Values are the entry's fields in XADD order (the commit script writes
+// the same two; tests and tools that add entries use this).
+func (e Entry) Values() []any {
+	return []any{FieldEventID, e.EventID, FieldEvent, e.Event}
+}
+
+// DeadLetter is one entry of a webhook's dead-letter stream: the outbox
+// entry that could not be delivered, and why.
+type DeadLetter struct {
+	ID       string // the dead letter's own stream id
+	Entry    Entry  // Entry.ID is the outbox entry's id (field outbox_id)
+	Reason   string
+	Attempts int
+	Status   int // last HTTP status, 0 for none
+}
+
+// Values are the dead letter's fields in XADD order: outbox_id, event_id,
+// event, reason, attempts, status.
+func (d DeadLetter) Values() []any {
+	return []any{FieldOutboxID, d.Entry.ID, FieldEventID, d.Entry.EventID, FieldEvent, d.Entry.Event,
+		FieldReason, d.Reason, FieldAttempts, d.Attempts, FieldStatus, d.Status}
+}

@@ -1,0 +1,90 @@
+package redislayout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ReadOutbox returns up to n entries of k's outbox after stream id after
+// (StartID or "" for the start). With block > 0 it waits up to block for the
+// first one (XREAD BLOCK, on a connection of its own for that time); with
+// block <= 0 it returns at once (XRANGE). No entries and no error means none
+// came. This is the one reader of the outbox: the dispatcher's outputs, the
+// dedup store's full read, tools and the demo all use it.
+func ReadOutbox(ctx context.Context, rdb redis.Cmdable, k Keys, after string, n int, block time.Duration) ([]Entry, error) {
+	msgs, err := read(ctx, rdb, k.Outbox(), after, n, block)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(msgs))
+	for i, m := range msgs {
+		out[i] = entryOf(m)
+	}
+	return out, nil
+}
+
+// ReadDeadLetters returns up to n dead letters of output in k's partition
+// after stream id after (StartID or "" for the oldest), without waiting.
+func ReadDeadLetters(ctx context.Context, rdb redis.Cmdable, k Keys, output, after string, n int) ([]DeadLetter, error) {
+	msgs, err := read(ctx, rdb, k.Dead(output), after, n, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeadLetter, len(msgs))
+	for i, m := range msgs {
+		d := DeadLetter{ID: m.ID, Entry: entryOf(m)}
+		d.Entry.ID, _ = m.Values[FieldOutboxID].(string)
+		d.Reason, _ = m.Values[FieldReason].(string)
+		// Informational only (redrive posts the entry again whatever they
+		// say): 0 when absent or not a number.
+		d.Attempts = atoi(m.Values[FieldAttempts])
+		d.Status = atoi(m.Values[FieldStatus])
+		out[i] = d
+	}
+	return out, nil
+}
+
+func read(ctx context.Context, rdb redis.Cmdable, stream, after string, n int, block time.Duration) ([]redis.XMessage, error) {
+	if after == "" {
+		after = StartID
+	}
+	if block <= 0 {
+		msgs, err := rdb.XRangeN(ctx, stream, "("+after, "+", int64(n)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redislayout: xrange %s: %w", stream, err)
+		}
+		return msgs, nil
+	}
+	res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, after}, Count: int64(n), Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redislayout: xread %s: %w", stream, err)
+	}
+	var msgs []redis.XMessage
+	for _, s := range res {
+		msgs = append(msgs, s.Messages...)
+	}
+	return msgs, nil
+}
+
+func entryOf(m redis.XMessage) Entry {
+	e := Entry{ID: m.ID}
+	e.EventID, _ = m.Values[FieldEventID].(string)
+	if v, ok := m.Values[FieldEvent].(string); ok {
+		e.Event = []byte(v)
+	}
+	return e
+}
+
+func atoi(v any) int {
+	s, _ := v.(string)
+	n, _ := strconv.Atoi(s)
+	return n
+}
