@@ -100,7 +100,7 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 //
 // KEYS = applied, drones, outbox. ARGV = expected version, new applied
 // offset, ttl seconds, n drones, the prefix of the event keys
-// ("<tag>:ev:"), then (drone id, state) × n, then (event id, event JSON) ×
+// (Keys.EventPrefix), then (drone id, state) × n, then (event id, event JSON) ×
 // m. The event keys are built here from the prefix and the ids, so each
 // event travels once (no KEYS entry per event); they share the partition's
 // hash tag, so they are in the slot of the declared keys. The drone states

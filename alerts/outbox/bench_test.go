@@ -11,19 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
 
 // fillOutbox appends n events with pipelined XADDs.
-func fillOutbox(b *testing.B, rdb redis.UniversalClient, k keys, n int) {
+func fillOutbox(b *testing.B, rdb redis.UniversalClient, k redislayout.Keys, n int) {
 	b.Helper()
 	ctx := context.Background()
 	for from := 0; from < n; from += 1000 {
 		pipe := rdb.Pipeline()
 		for i := from; i < min(n, from+1000); i++ {
 			evID, body := testEvent(i)
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: k.outbox(), Values: []any{"event_id", evID, "event", body}})
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: k.Outbox(), Values: redislayout.Entry{EventID: evID, Event: body}.Values()})
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
@@ -66,8 +67,8 @@ func BenchmarkKafkaOutput(b *testing.B) {
 			topic := testenv.CreateTopic(b, brokers, 1)
 			reg := prometheus.NewRegistry()
 			cfg := Config{Prefix: testenv.RedisPrefix(b, "bench"), Topic: "t", BatchSize: batch, Registerer: reg, Logger: testLogger()}
-			k := newKeys(cfg.Prefix, cfg.Topic, 0)
-			b.Cleanup(func() { rdb.Del(context.Background(), k.outbox(), k.cursor(kafkaOutputName)) })
+			k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
+			b.Cleanup(func() { rdb.Del(context.Background(), k.Outbox(), k.Cursor(kafkaOutputName)) })
 			fillOutbox(b, rdb, k, b.N)
 			d, err := NewDispatcher(cfg, rdb, NewKafkaOutput(brokers, topic, producer.Config{Logger: testLogger()}))
 			if err != nil {
@@ -88,8 +89,8 @@ func BenchmarkWebhookOutput(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	cfg := Config{Prefix: testenv.RedisPrefix(b, "bench"), Topic: "t", Webhooks: []Webhook{{Name: "local", URL: srv.URL}},
 		Registerer: reg, Logger: testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
-	b.Cleanup(func() { rdb.Del(context.Background(), k.outbox(), k.cursor("webhook:local")) })
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
+	b.Cleanup(func() { rdb.Del(context.Background(), k.Outbox(), k.Cursor(redislayout.WebhookOutput("local"))) })
 	fillOutbox(b, rdb, k, b.N)
 	d, err := NewDispatcher(cfg, rdb, nil)
 	if err != nil {

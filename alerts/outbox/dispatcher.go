@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // Dispatcher drains the outboxes of the partitions it is told to run.
@@ -49,7 +51,7 @@ type output struct {
 	partition int
 	cfg       *Config
 	rdb       redis.UniversalClient
-	keys      keys
+	keys      redislayout.Keys
 	kafka     *KafkaOutput // Kafka output only
 	hook      Webhook      // webhook outputs only
 	m         outputMetrics
@@ -82,7 +84,7 @@ func (d *Dispatcher) Run(ctx context.Context, partition int) error {
 		d.mu.Unlock()
 	}()
 
-	k := newKeys(d.cfg.Prefix, d.cfg.Topic, partition)
+	k := redislayout.Of(d.cfg.Prefix, d.cfg.Topic, partition)
 	pl := strconv.Itoa(partition)
 	newOutput := func(name string) *output {
 		return &output{
@@ -100,7 +102,7 @@ func (d *Dispatcher) Run(ctx context.Context, partition int) error {
 		wg.Go(func() { o.runKafka(ctx) })
 	}
 	for _, h := range d.cfg.Webhooks {
-		o := newOutput("webhook:" + h.Name)
+		o := newOutput(redislayout.WebhookOutput(h.Name))
 		o.hook = h
 		outs = append(outs, o)
 		wg.Go(func() { o.runWebhook(ctx) })
@@ -114,13 +116,13 @@ func (d *Dispatcher) Run(ctx context.Context, partition int) error {
 }
 
 // trackLag refreshes the lag gauges every LagInterval.
-func (d *Dispatcher) trackLag(ctx context.Context, k keys, outs []*output) {
+func (d *Dispatcher) trackLag(ctx context.Context, k redislayout.Keys, outs []*output) {
 	bases := make([]lagBase, len(outs))
 	for {
 		if !sleep(ctx, d.cfg.LagInterval) {
 			return
 		}
-		added, err := entriesAdded(ctx, d.rdb, k.outbox())
+		added, err := entriesAdded(ctx, d.rdb, k.Outbox())
 		if err != nil {
 			continue
 		}
@@ -130,7 +132,7 @@ func (d *Dispatcher) trackLag(ctx context.Context, k keys, outs []*output) {
 				continue // not started yet
 			}
 			if bases[i].gen != gen {
-				a0, c0, err := measureBase(ctx, d.rdb, k.outbox(), start)
+				a0, c0, err := measureBase(ctx, d.rdb, k.Outbox(), start)
 				if err != nil {
 					continue
 				}
@@ -146,7 +148,7 @@ func (d *Dispatcher) trackLag(ctx context.Context, k keys, outs []*output) {
 }
 
 // trimLoop trims the partition's outbox every TrimInterval.
-func (d *Dispatcher) trimLoop(ctx context.Context, k keys, partition string, outs []*output) {
+func (d *Dispatcher) trimLoop(ctx context.Context, k redislayout.Keys, partition string, outs []*output) {
 	names := make([]string, len(outs))
 	for i, o := range outs {
 		names[i] = o.name

@@ -11,25 +11,18 @@
 //
 // # Redis keys
 //
-// Every key of partition p lives under the hash tag of the dedup store,
-// tag = {<prefix>:<telemetry topic>:<p>} (e.g. {nofly:telemetry.positions:3}),
-// so each script touches one Cluster slot:
-//
-//	<tag>:outbox                   stream, written by the dedup store only (fields event_id, event).
-//	                               The dispatcher reads it (XREAD BLOCK) and trims what every
-//	                               output passed, once older than Config.Retention.
-//	<tag>:cursor:kafka             string, stream id of the last entry acknowledged by Kafka.
-//	                               Advisory: Kafka's last record is the truth; this is read only
-//	                               when retention emptied the alerts.events partition.
-//	<tag>:cursor:webhook:<name>    string, stream id of the last entry delivered (or dead-lettered)
-//	                               by webhook <name>. Written after each entry; never moves backwards.
-//	<tag>:dead:webhook:<name>      stream of dead letters: outbox_id, event_id, event, reason,
-//	                               attempts, status (last HTTP status, 0 for none). Written in the
-//	                               same script call that moves the cursor past the entry.
+// Every key of partition p lives under the hash tag of the dedup store, so
+// each script touches one Cluster slot. Besides the outbox stream (written
+// by the dedup store only, read here with XREAD BLOCK and trimmed once every
+// output passed an entry older than Config.Retention), the dispatcher keeps
+// one cursor per output (Kafka's is advisory: Kafka's last record is the
+// truth) and one dead-letter stream per webhook, written in the same script
+// call that moves the webhook's cursor past the entry. The keys and fields
+// are named by internal/redislayout; docs/redis-layout.md is the contract.
 //
 // # Invariants
 //
-//   - Kafka is the Kafka output's cursor: the dispatcher of partition p is the
+//   - Kafka is the Kafka output's cursor. The dispatcher of partition p is the
 //     only writer of alerts.events partition p (same partition count as the
 //     telemetry topic; key = drone_id), each record carries the header
 //     nofly-outbox-id (the stream entry id), and on start, and after any produce

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/internal/committed"
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // testLogger logs warnings and errors only, so test output stays readable.
@@ -40,11 +41,11 @@ func testEvent(i int) (eventID string, body []byte) {
 
 // appendEvents XADDs events [from, from+n) to the outbox of k, as the dedup
 // store does, and returns their stream ids.
-func appendEvents(ctx context.Context, rdb redis.UniversalClient, k keys, from, n int) ([]string, error) {
+func appendEvents(ctx context.Context, rdb redis.UniversalClient, k redislayout.Keys, from, n int) ([]string, error) {
 	ids := make([]string, 0, n)
 	for i := from; i < from+n; i++ {
 		evID, body := testEvent(i)
-		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.outbox(), Values: []any{"event_id", evID, "event", body}}).Result()
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Outbox(), Values: redislayout.Entry{EventID: evID, Event: body}.Values()}).Result()
 		if err != nil {
 			return ids, fmt.Errorf("xadd: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/internal/committed"
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -22,7 +23,7 @@ const (
 )
 
 // kafkaOutputName names the Kafka output in metrics and Redis keys.
-const kafkaOutputName = "kafka"
+const kafkaOutputName = redislayout.KafkaOutput
 
 // Producer is what the Kafka output needs of producer.TxnWriter: Produce
 // returns once the records are committed, and after an error the producer
@@ -146,16 +147,16 @@ func (o *output) resumeAfter(ctx context.Context) (string, Tail, error) {
 		return "", t, fmt.Errorf("outbox: partition %d offset %d: %w", o.partition, t.Offset, ErrNoOutboxID)
 	}
 	if t.Start == 0 {
-		return startID, t, nil // nothing committed was ever deleted: none ever was
+		return redislayout.StartID, t, nil // nothing committed was ever deleted: none ever was
 	}
-	cur, err := o.rdb.Get(ctx, o.keys.cursor(o.name)).Result()
+	cur, err := o.rdb.Get(ctx, o.keys.Cursor(o.name)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		o.log.Warn("alerts.events partition holds no committed record but retention deleted some, and no cursor in Redis: resending the whole outbox",
 			"log_start_offset", t.Start)
-		return startID, t, nil
+		return redislayout.StartID, t, nil
 	case err != nil:
-		return "", t, fmt.Errorf("outbox: get kafka cursor: %w", err)
+		return "", t, fmt.Errorf("outbox: get %s: %w", o.keys.Cursor(o.name), err)
 	}
 	o.log.Warn("alerts.events partition holds no committed record but retention deleted some: resuming after the Redis cursor",
 		"log_start_offset", t.Start, "cursor", cur)
@@ -216,7 +217,7 @@ func (o *output) runKafka(ctx context.Context) {
 			}
 			o.log.Info("kafka output resumes", "after", after)
 		}
-		entries, err := readEntries(ctx, o.rdb, o.keys.outbox(), after, o.cfg.BatchSize, o.cfg.Block)
+		entries, err := redislayout.ReadOutbox(ctx, o.rdb, o.keys, after, o.cfg.BatchSize, o.cfg.Block)
 		if err != nil {
 			if ctx.Err() == nil {
 				fail("kafka output: read outbox", err)
@@ -262,7 +263,7 @@ func (o *output) closeProducer(p Producer) {
 }
 
 // records builds one record per entry, in stream order, all to partition p.
-func (o *output) records(entries []entry) []producer.Record {
+func (o *output) records(entries []redislayout.Entry) []producer.Record {
 	recs := make([]producer.Record, len(entries))
 	for i, e := range entries {
 		var ev struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -81,8 +82,8 @@ func TestKafkaExactlyOnce(t *testing.T) {
 			cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "telemetry.positions",
 				BatchSize: 40, Block: 50 * time.Millisecond, Backoff: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 				Logger: testLogger()}
-			k := newKeys(cfg.Prefix, cfg.Topic, partition)
-			t.Cleanup(func() { rdb.Del(context.Background(), k.outbox(), k.cursor(kafkaOutputName)) })
+			k := redislayout.Of(cfg.Prefix, cfg.Topic, partition)
+			t.Cleanup(func() { rdb.Del(context.Background(), k.Outbox(), k.Cursor(kafkaOutputName)) })
 
 			real := NewKafkaOutput(brokers, topic, producer.Config{Logger: testLogger()})
 			var crashed, failed atomic.Int64
@@ -201,7 +202,7 @@ func TestKafkaExactlyOnce(t *testing.T) {
 			for _, p := range []int{0, 2} {
 				checkKafkaPartition(t, brokers, topic, p, nil, 0)
 			}
-			cur, err := rdb.Get(ctx, k.cursor(kafkaOutputName)).Result()
+			cur, err := rdb.Get(ctx, k.Cursor(kafkaOutputName)).Result()
 			if err != nil || cur != ids[len(ids)-1] {
 				t.Fatalf("kafka cursor %q (%v), want %q", cur, err, ids[len(ids)-1])
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -128,15 +129,15 @@ func TestKafkaOutputResume(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", BatchSize: 10, Block: 20 * time.Millisecond,
 				Backoff: time.Millisecond, BackoffMax: 10 * time.Millisecond, Registerer: reg, Logger: testLogger()}
-			k := newKeys(cfg.Prefix, cfg.Topic, 0)
+			k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
 			ctx := context.Background()
-			t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor(kafkaOutputName)) })
+			t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(kafkaOutputName)) })
 			ids, err := appendEvents(ctx, rdb, k, 0, n)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f := &fakeLog{}
-			want := tc.setup(t, f, ids, func(id string) { rdb.Set(ctx, k.cursor(kafkaOutputName), id, 0) })
+			want := tc.setup(t, f, ids, func(id string) { rdb.Set(ctx, k.Cursor(kafkaOutputName), id, 0) })
 			before := len(f.recs)
 			d, err := NewDispatcher(cfg, rdb, &KafkaOutput{NewProducer: func(context.Context, int) (Producer, error) { return f, nil }, Tail: f})
 			if err != nil {
@@ -176,11 +177,11 @@ func TestKafkaOutputResume(t *testing.T) {
 	}
 }
 
-func entriesOf(ids []string) []entry {
-	es := make([]entry, len(ids))
+func entriesOf(ids []string) []redislayout.Entry {
+	es := make([]redislayout.Entry, len(ids))
 	for i, id := range ids {
 		evID, body := testEvent(i)
-		es[i] = entry{ID: id, EventID: evID, Event: body}
+		es[i] = redislayout.Entry{ID: id, EventID: evID, Event: body}
 	}
 	return es
 }
@@ -190,7 +191,7 @@ func entriesOf(ids []string) []entry {
 func TestRecords(t *testing.T) {
 	evID, body := testEvent(5)
 	o := &output{partition: 3, log: testLogger()}
-	recs := o.records([]entry{{ID: "17-2", EventID: evID, Event: body}, {ID: "17-3", EventID: "x", Event: []byte("not json")}})
+	recs := o.records([]redislayout.Entry{{ID: "17-2", EventID: evID, Event: body}, {ID: "17-3", EventID: "x", Event: []byte("not json")}})
 	r := recs[0]
 	if r.Partition != 3 || string(r.Key) != "UAV-0005" || string(r.Value) != string(body) {
 		t.Fatalf("record %+v", r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -125,11 +126,11 @@ func TestWebhookOutage(t *testing.T) {
 			{Name: "up", URL: "http://" + up.addr + "/hook", MaxAttempts: 3, Timeout: 2 * time.Second},
 		},
 		Registerer: reg, Logger: testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, partition)
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, partition)
 	ctx := context.Background()
 	t.Cleanup(func() {
-		rdb.Del(ctx, k.outbox(), k.cursor("kafka"), k.cursor("webhook:down"), k.cursor("webhook:up"),
-			k.dead("webhook:down"), k.dead("webhook:up"))
+		rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.KafkaOutput), k.Cursor(redislayout.WebhookOutput("down")), k.Cursor(redislayout.WebhookOutput("up")),
+			k.Dead(redislayout.WebhookOutput("down")), k.Dead(redislayout.WebhookOutput("up")))
 	})
 	d, err := NewDispatcher(cfg, rdb, NewKafkaOutput(brokers, topic, producer.Config{Logger: testLogger()}))
 	if err != nil {
@@ -236,7 +237,7 @@ func TestWebhookOutage(t *testing.T) {
 		t.Errorf("webhook that was down received %d distinct Idempotency-Keys, want %d", n, total)
 	}
 	for _, out := range []string{"webhook:down", "webhook:up"} {
-		if n, err := rdb.XLen(ctx, k.dead(out)).Result(); err != nil || n != 0 {
+		if n, err := rdb.XLen(ctx, k.Dead(out)).Result(); err != nil || n != 0 {
 			t.Errorf("%s: %d dead letters (%v), want 0", out, n, err)
 		}
 	}

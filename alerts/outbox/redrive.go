@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // ErrRedriveStopped is wrapped by Redrive's error when the endpoint refused
@@ -39,9 +41,9 @@ func Redrive(ctx context.Context, rdb redis.UniversalClient, cfg Config, w Webho
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	o := &output{name: "webhook:" + w.Name, partition: partition, cfg: &cfg, rdb: rdb,
-		keys: newKeys(cfg.Prefix, cfg.Topic, partition), hook: cfg.Webhooks[0]}
-	stream := o.keys.dead(o.name)
+	o := &output{name: redislayout.WebhookOutput(w.Name), partition: partition, cfg: &cfg, rdb: rdb,
+		keys: redislayout.Of(cfg.Prefix, cfg.Topic, partition), hook: cfg.Webhooks[0]}
+	stream := o.keys.Dead(o.name)
 	n, err := rdb.XLen(ctx, stream).Result()
 	if err != nil {
 		return res, fmt.Errorf("outbox: xlen %s: %w", stream, err)
@@ -50,32 +52,29 @@ func Redrive(ctx context.Context, rdb redis.UniversalClient, cfg Config, w Webho
 	if dryRun || n == 0 {
 		return res, nil
 	}
-	from := "-"
+	after := redislayout.StartID
 	for {
-		msgs, err := rdb.XRangeN(ctx, stream, from, "+", 100).Result()
+		dls, err := redislayout.ReadDeadLetters(ctx, rdb, o.keys, o.name, after, 100)
 		if err != nil {
-			return res, fmt.Errorf("outbox: xrange %s: %w", stream, err)
+			return res, fmt.Errorf("outbox: %w", err)
 		}
-		for _, m := range msgs {
-			e := toEntry(m)
-			if v, ok := m.Values["outbox_id"].(string); ok {
-				e.ID = v
-			}
+		for _, d := range dls {
+			e := d.Entry
 			if e.EventID == "" || len(e.Event) == 0 {
-				return res, fmt.Errorf("outbox: dead letter %s of %s has no event_id or event", m.ID, stream)
+				return res, fmt.Errorf("outbox: dead letter %s of %s has no event_id or event", d.ID, stream)
 			}
 			r := o.post(ctx, e)
 			if classifyAttempt(r) != delivered {
-				return res, fmt.Errorf("%w: partition %d, event %s (dead letter %s): %s", ErrRedriveStopped, partition, e.EventID, m.ID, describe(r))
+				return res, fmt.Errorf("%w: partition %d, event %s (dead letter %s): %s", ErrRedriveStopped, partition, e.EventID, d.ID, describe(r))
 			}
-			if err := rdb.XDel(ctx, stream, m.ID).Err(); err != nil {
-				return res, fmt.Errorf("outbox: event %s redelivered, but xdel %s %s: %w (it will be posted again next time)", e.EventID, stream, m.ID, err)
+			if err := rdb.XDel(ctx, stream, d.ID).Err(); err != nil {
+				return res, fmt.Errorf("outbox: event %s redelivered, but xdel %s %s: %w (it will be posted again next time)", e.EventID, stream, d.ID, err)
 			}
 			res.Redelivered++
 		}
-		if len(msgs) < 100 {
+		if len(dls) < 100 {
 			return res, nil
 		}
-		from = "(" + msgs[len(msgs)-1].ID
+		after = dls[len(dls)-1].ID
 	}
 }

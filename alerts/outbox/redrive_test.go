@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -27,9 +28,11 @@ func TestRedrive(t *testing.T) {
 	hook := Webhook{Name: "ops", URL: refuseSrv.URL}
 	dcfg := cfg
 	dcfg.Webhooks = []Webhook{hook}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
 	ctx := context.Background()
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("webhook:ops"), k.dead("webhook:ops")) })
+	t.Cleanup(func() {
+		rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.WebhookOutput("ops")), k.Dead(redislayout.WebhookOutput("ops")))
+	})
 	const n = 10
 	if _, err := appendEvents(ctx, rdb, k, 0, n); err != nil {
 		t.Fatal(err)
@@ -65,14 +68,14 @@ func TestRedrive(t *testing.T) {
 	if !errors.Is(err, ErrRedriveStopped) || res.Redelivered != 3 {
 		t.Fatalf("first redrive: %+v, %v; want 3 redelivered and ErrRedriveStopped", res, err)
 	}
-	if left, _ := rdb.XLen(ctx, k.dead("webhook:ops")).Result(); left != n-3 {
+	if left, _ := rdb.XLen(ctx, k.Dead(redislayout.WebhookOutput("ops"))).Result(); left != n-3 {
 		t.Fatalf("%d dead letters left, want %d", left, n-3)
 	}
 	res, err = Redrive(ctx, rdb, cfg, hook, 0, false)
 	if err != nil || res.DeadLetters != n-3 || res.Redelivered != n-3 {
 		t.Fatalf("second redrive: %+v, %v; want all %d redelivered", res, err, n-3)
 	}
-	if left, _ := rdb.XLen(ctx, k.dead("webhook:ops")).Result(); left != 0 {
+	if left, _ := rdb.XLen(ctx, k.Dead(redislayout.WebhookOutput("ops"))).Result(); left != 0 {
 		t.Fatalf("%d dead letters left, want 0", left)
 	}
 	keys, total, bad := mended.counts()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -29,9 +30,9 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "telemetry.positions", BatchSize: 50,
 		Block: 50 * time.Millisecond, Backoff: 50 * time.Millisecond, BackoffMax: time.Second, CloseTimeout: 20 * time.Second,
 		Registerer: reg, Logger: testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
 	ctx := context.Background()
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor(kafkaOutputName)) })
+	t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(kafkaOutputName)) })
 	pcfg := producer.Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, Logger: testLogger()}
 	d, err := NewDispatcher(cfg, rdb, NewKafkaOutput(brokers, topic, pcfg))
 	if err != nil {

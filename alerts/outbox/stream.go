@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,62 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
-
-// keys are the Redis keys of one partition (see the package doc).
-type keys struct{ tag string }
-
-func newKeys(prefix, topic string, partition int) keys {
-	return keys{tag: fmt.Sprintf("{%s:%s:%d}", prefix, topic, partition)}
-}
-
-func (k keys) outbox() string              { return k.tag + ":outbox" }
-func (k keys) cursor(output string) string { return k.tag + ":cursor:" + output }
-func (k keys) dead(output string) string   { return k.tag + ":dead:" + output }
-
-// entry is one outbox stream entry.
-type entry struct {
-	ID      string // stream id
-	EventID string
-	Event   []byte
-}
-
-// startID is the id XREAD starts after when an output has delivered nothing.
-const startID = "0-0"
-
-// readEntries returns up to count entries after id, waiting up to block for
-// the first one. It returns no entries and no error when none came.
-func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, after string, count int, block time.Duration) ([]entry, error) {
-	res, err := rdb.XRead(ctx, &redis.XReadArgs{
-		Streams: []string{stream, after},
-		Count:   int64(count),
-		Block:   block,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("outbox: xread %s: %w", stream, err)
-	}
-	var out []entry
-	for _, s := range res {
-		for _, m := range s.Messages {
-			out = append(out, toEntry(m))
-		}
-	}
-	return out, nil
-}
-
-func toEntry(m redis.XMessage) entry {
-	e := entry{ID: m.ID}
-	if v, ok := m.Values["event_id"].(string); ok {
-		e.EventID = v
-	}
-	if v, ok := m.Values["event"].(string); ok {
-		e.Event = []byte(v)
-	}
-	return e
-}
 
 // parseID splits a stream id "ms-seq".
 func parseID(id string) (ms, seq uint64, err error) {
@@ -108,11 +54,11 @@ return 1
 
 // advance moves output's cursor to id, appending dead (field, value pairs)
 // to the output's dead-letter stream first when dead is not nil.
-func advance(ctx context.Context, rdb redis.UniversalClient, k keys, output, id string, dead []any) error {
-	ks := []string{k.cursor(output)}
+func advance(ctx context.Context, rdb redis.UniversalClient, k redislayout.Keys, output, id string, dead []any) error {
+	ks := []string{k.Cursor(output)}
 	args := []any{id}
 	if dead != nil {
-		ks = append(ks, k.dead(output))
+		ks = append(ks, k.Dead(output))
 		args = append(args, dead...)
 	}
 	if err := advanceScript.Run(ctx, rdb, ks, args...).Err(); err != nil {
@@ -201,10 +147,10 @@ func entriesAdded(ctx context.Context, rdb redis.UniversalClient, stream string)
 // delivered nothing, so nothing is trimmed. The Kafka output's cursor lags
 // Kafka's tail, never leads it, so trimming to it keeps every entry Kafka
 // may still need. It returns how many entries went and how many are left.
-func trimOutbox(ctx context.Context, rdb redis.UniversalClient, k keys, outputs []string, retention time.Duration, now time.Time) (trimmed, left int64, err error) {
+func trimOutbox(ctx context.Context, rdb redis.UniversalClient, k redislayout.Keys, outputs []string, retention time.Duration, now time.Time) (trimmed, left int64, err error) {
 	ks := make([]string, len(outputs))
 	for i, o := range outputs {
-		ks[i] = k.cursor(o)
+		ks[i] = k.Cursor(o)
 	}
 	vals, err := rdb.MGet(ctx, ks...).Result()
 	if err != nil {
@@ -229,14 +175,14 @@ func trimOutbox(ctx context.Context, rdb redis.UniversalClient, k keys, outputs 
 	if !hold {
 		// MINID keeps entries at or above the id: the cursor's own entry
 		// stays, which costs one entry and no comparison.
-		trimmed, err = rdb.XTrimMinID(ctx, k.outbox(), fmt.Sprintf("%d-%d", minMS, minSeq)).Result()
+		trimmed, err = rdb.XTrimMinID(ctx, k.Outbox(), fmt.Sprintf("%d-%d", minMS, minSeq)).Result()
 		if err != nil {
-			return 0, 0, fmt.Errorf("outbox: xtrim %s: %w", k.outbox(), err)
+			return 0, 0, fmt.Errorf("outbox: xtrim %s: %w", k.Outbox(), err)
 		}
 	}
-	left, err = rdb.XLen(ctx, k.outbox()).Result()
+	left, err = rdb.XLen(ctx, k.Outbox()).Result()
 	if err != nil {
-		return trimmed, 0, fmt.Errorf("outbox: xlen %s: %w", k.outbox(), err)
+		return trimmed, 0, fmt.Errorf("outbox: xlen %s: %w", k.Outbox(), err)
 	}
 	return trimmed, left, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -36,17 +37,17 @@ func TestTrimOutbox(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k := newKeys(testenv.RedisPrefix(t, "trim"), "t", i)
+			k := redislayout.Of(testenv.RedisPrefix(t, "trim"), "t", i)
 			ids, err := appendEvents(ctx, rdb, k, 0, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dels := []string{k.outbox()}
+			dels := []string{k.Outbox()}
 			for out, at := range tc.cursors {
-				if err := rdb.Set(ctx, k.cursor(out), ids[at], 0).Err(); err != nil {
+				if err := rdb.Set(ctx, k.Cursor(out), ids[at], 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				dels = append(dels, k.cursor(out))
+				dels = append(dels, k.Cursor(out))
 			}
 			t.Cleanup(func() { rdb.Del(ctx, dels...) })
 			trimmed, left, err := trimOutbox(ctx, rdb, k, tc.outputs, tc.retention, time.Now().Add(time.Second))
@@ -56,7 +57,7 @@ func TestTrimOutbox(t *testing.T) {
 			if left != int64(tc.wantLeft) || trimmed != int64(10-tc.wantLeft) {
 				t.Fatalf("trimmed %d, left %d; want %d, %d", trimmed, left, 10-tc.wantLeft, tc.wantLeft)
 			}
-			msgs, err := rdb.XRange(ctx, k.outbox(), "-", "+").Result()
+			msgs, err := rdb.XRange(ctx, k.Outbox(), "-", "+").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,16 +71,16 @@ func TestTrimOutbox(t *testing.T) {
 		})
 	}
 	t.Run("a cursor that is no stream id is an error", func(t *testing.T) {
-		k := newKeys(testenv.RedisPrefix(t, "trim"), "t", 99)
+		k := redislayout.Of(testenv.RedisPrefix(t, "trim"), "t", 99)
 		if _, err := appendEvents(ctx, rdb, k, 0, 3); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("kafka")) })
-		rdb.Set(ctx, k.cursor("kafka"), "garbage", 0)
+		t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.KafkaOutput)) })
+		rdb.Set(ctx, k.Cursor(redislayout.KafkaOutput), "garbage", 0)
 		if _, _, err := trimOutbox(ctx, rdb, k, []string{"kafka"}, 0, time.Now()); err == nil {
 			t.Fatal("no error for a bad cursor")
 		}
-		if n, _ := rdb.XLen(ctx, k.outbox()).Result(); n != 3 {
+		if n, _ := rdb.XLen(ctx, k.Outbox()).Result(); n != 3 {
 			t.Fatalf("%d entries left, want all 3", n)
 		}
 	})
@@ -106,9 +107,11 @@ func TestTrimWaitsForAStuckWebhook(t *testing.T) {
 		Retention: time.Millisecond, TrimInterval: 20 * time.Millisecond, Registerer: reg,
 		Webhooks: []Webhook{{Name: "up", URL: upSrv.URL}, {Name: "stuck", URL: stuckSrv.URL, MaxAttempts: 1 << 20}},
 		Logger:   testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
 	ctx := context.Background()
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("webhook:up"), k.cursor("webhook:stuck")) })
+	t.Cleanup(func() {
+		rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.WebhookOutput("up")), k.Cursor(redislayout.WebhookOutput("stuck")))
+	})
 	const n = 50
 	if _, err := appendEvents(ctx, rdb, k, 0, n); err != nil {
 		t.Fatal(err)
@@ -124,7 +127,7 @@ func TestTrimWaitsForAStuckWebhook(t *testing.T) {
 		return nil
 	})
 	time.Sleep(5 * cfg.TrimInterval) // trims would have run by now
-	if left, _ := rdb.XLen(ctx, k.outbox()).Result(); left != n {
+	if left, _ := rdb.XLen(ctx, k.Outbox()).Result(); left != n {
 		t.Fatalf("%d of %d entries left while a webhook has delivered none", left, n)
 	}
 	down.Store(false)
@@ -132,7 +135,7 @@ func TestTrimWaitsForAStuckWebhook(t *testing.T) {
 		if keys, _, _ := stuck.counts(); keys < n {
 			return fmt.Errorf("recovered webhook: %d of %d", keys, n)
 		}
-		left, err := rdb.XLen(ctx, k.outbox()).Result()
+		left, err := rdb.XLen(ctx, k.Outbox()).Result()
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // attemptResult is the outcome of one POST.
@@ -43,7 +45,7 @@ func classifyAttempt(r attemptResult) verdict {
 }
 
 // post sends one event once.
-func (o *output) post(ctx context.Context, e entry) attemptResult {
+func (o *output) post(ctx context.Context, e redislayout.Entry) attemptResult {
 	// A POST in flight when the output stops is let finish (within its
 	// Timeout): cut short, its outcome is unknown and the event would be
 	// sent again after the restart.
@@ -77,7 +79,7 @@ type outcome struct {
 // MaxAttempts fail; it returns early (ok false) only when ctx ends. An
 // answer that came back counts even if ctx ended meanwhile, so a stop right
 // after a 2xx does not send the event again.
-func (o *output) deliver(ctx context.Context, e entry) (out outcome, ok bool) {
+func (o *output) deliver(ctx context.Context, e redislayout.Entry) (out outcome, ok bool) {
 	for attempt := 1; ; attempt++ {
 		r := o.post(ctx, e)
 		v := classifyAttempt(r)
@@ -130,10 +132,10 @@ func (o *output) runWebhook(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if after == "" {
-			cur, err := o.rdb.Get(ctx, o.keys.cursor(o.name)).Result()
+			cur, err := o.rdb.Get(ctx, o.keys.Cursor(o.name)).Result()
 			switch {
 			case errors.Is(err, redis.Nil):
-				cur = startID
+				cur = redislayout.StartID
 			case err != nil:
 				if ctx.Err() == nil {
 					fail("webhook output: read cursor", err)
@@ -144,7 +146,7 @@ func (o *output) runWebhook(ctx context.Context) {
 			o.prog.restart(after)
 			o.log.Info("webhook output resumes", "after", after)
 		}
-		entries, err := readEntries(ctx, o.rdb, o.keys.outbox(), after, o.cfg.BatchSize, o.cfg.Block)
+		entries, err := redislayout.ReadOutbox(ctx, o.rdb, o.keys, after, o.cfg.BatchSize, o.cfg.Block)
 		if err != nil {
 			if ctx.Err() == nil {
 				fail("webhook output: read outbox", err)
@@ -159,10 +161,7 @@ func (o *output) runWebhook(ctx context.Context) {
 			}
 			var dead []any
 			if !out.delivered {
-				dead = []any{
-					"outbox_id", e.ID, "event_id", e.EventID, "event", e.Event,
-					"reason", out.reason, "attempts", out.attempts, "status", out.last.status,
-				}
+				dead = redislayout.DeadLetter{Entry: e, Reason: out.reason, Attempts: out.attempts, Status: out.last.status}.Values()
 			}
 			// The cursor (and dead letter) must be stored before moving on:
 			// retry until it is, or until ctx ends (then the entry is sent

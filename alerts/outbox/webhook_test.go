@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -245,10 +246,10 @@ func TestWebhookOutput(t *testing.T) {
 				Backoff: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LagInterval: 20 * time.Millisecond,
 				Webhooks:   []Webhook{{Name: "ops", URL: srv.URL, MaxAttempts: tc.maxAttempts, Timeout: 5 * time.Second}},
 				Registerer: reg, Logger: testLogger()}
-			k := newKeys(cfg.Prefix, cfg.Topic, 2)
+			k := redislayout.Of(cfg.Prefix, cfg.Topic, 2)
 			const out = "webhook:ops"
 			ctx := context.Background()
-			t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor(out), k.dead(out)) })
+			t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(out), k.Dead(out)) })
 			// A run with fewer events for the 429 case: each costs a second.
 			count := n
 			if tc.minGap > 0 {
@@ -260,7 +261,7 @@ func TestWebhookOutput(t *testing.T) {
 			}
 			stop := runDispatcher(t, cfg, rdb, 2)
 			testenv.CheckFor(t, 20*time.Second, func() error {
-				cur, _ := rdb.Get(ctx, k.cursor(out)).Result()
+				cur, _ := rdb.Get(ctx, k.Cursor(out)).Result()
 				if cur != ids[len(ids)-1] {
 					return fmt.Errorf("cursor %q, want %q", cur, ids[len(ids)-1])
 				}
@@ -278,7 +279,7 @@ func TestWebhookOutput(t *testing.T) {
 			if keys != count || posts != count*tc.posts {
 				t.Fatalf("%d keys, %d posts; want %d keys, %d posts", keys, posts, count, count*tc.posts)
 			}
-			dead, err := rdb.XRange(ctx, k.dead(out), "-", "+").Result()
+			dead, err := rdb.XRange(ctx, k.Dead(out), "-", "+").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,8 +292,8 @@ func TestWebhookOutput(t *testing.T) {
 			}
 			for i, m := range dead {
 				evID, body := testEvent(i)
-				if m.Values["outbox_id"] != ids[i] || m.Values["event_id"] != evID || m.Values["event"] != string(body) ||
-					m.Values["reason"] != tc.deadReason || m.Values["attempts"] != fmt.Sprint(tc.posts) {
+				if m.Values[redislayout.FieldOutboxID] != ids[i] || m.Values[redislayout.FieldEventID] != evID || m.Values[redislayout.FieldEvent] != string(body) ||
+					m.Values[redislayout.FieldReason] != tc.deadReason || m.Values[redislayout.FieldAttempts] != fmt.Sprint(tc.posts) {
 					t.Fatalf("dead letter %d: %v", i, m.Values)
 				}
 			}
@@ -326,9 +327,9 @@ func TestWebhookResumesFromCursor(t *testing.T) {
 	hs, srv := newHookServer(t, nil)
 	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Block: 20 * time.Millisecond,
 		Webhooks: []Webhook{{Name: "ops", URL: srv.URL}}, Logger: testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
 	ctx := context.Background()
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("webhook:ops")) })
+	t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.WebhookOutput("ops"))) })
 	d, err := NewDispatcher(cfg, rdb, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +350,7 @@ func TestWebhookResumesFromCursor(t *testing.T) {
 			if keys, _, _ := hs.counts(); keys < total {
 				return fmt.Errorf("round %d: %d of %d delivered", round, keys, total)
 			}
-			if cur, _ := rdb.Get(ctx, k.cursor("webhook:ops")).Result(); cur != ids[len(ids)-1] {
+			if cur, _ := rdb.Get(ctx, k.Cursor(redislayout.WebhookOutput("ops"))).Result(); cur != ids[len(ids)-1] {
 				return fmt.Errorf("round %d: cursor %q, want %q", round, cur, ids[len(ids)-1])
 			}
 			return nil
@@ -406,8 +407,8 @@ func TestWebhookStopDuringPost(t *testing.T) {
 	})
 	cfg := Config{Prefix: testenv.RedisPrefix(t, "outbox"), Topic: "t", Block: 20 * time.Millisecond,
 		Webhooks: []Webhook{{Name: "ops", URL: srv.URL}}, Logger: testLogger()}
-	k := newKeys(cfg.Prefix, cfg.Topic, 0)
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor("webhook:ops")) })
+	k := redislayout.Of(cfg.Prefix, cfg.Topic, 0)
+	t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(redislayout.WebhookOutput("ops"))) })
 	ids, err := appendEvents(ctx, rdb, k, 0, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +420,7 @@ func TestWebhookStopDuringPost(t *testing.T) {
 	if err := d.Run(runCtx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if cur, _ := rdb.Get(ctx, k.cursor("webhook:ops")).Result(); cur != ids[0] {
+	if cur, _ := rdb.Get(ctx, k.Cursor(redislayout.WebhookOutput("ops"))).Result(); cur != ids[0] {
 		t.Fatalf("cursor %q after the stop, want %q (the answered POST recorded)", cur, ids[0])
 	}
 	hs.reply = nil

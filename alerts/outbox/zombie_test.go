@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -25,9 +26,9 @@ func TestKafkaTwoWriters(t *testing.T) {
 	topic := testenv.CreateTopic(t, brokers, 1)
 	const total = 2000
 	prefix := testenv.RedisPrefix(t, "outbox")
-	k := newKeys(prefix, "t", 0)
+	k := redislayout.Of(prefix, "t", 0)
 	ctx := context.Background()
-	t.Cleanup(func() { rdb.Del(ctx, k.outbox(), k.cursor(kafkaOutputName)) })
+	t.Cleanup(func() { rdb.Del(ctx, k.Outbox(), k.Cursor(kafkaOutputName)) })
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 2)
 	var regs []*prometheus.Registry

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -25,7 +26,9 @@ func TestRedriveCommand(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	prefix := testenv.RedisPrefix(t, "redrive")
-	dead := func(p int) string { return fmt.Sprintf("{%s:telemetry.positions:%d}:dead:webhook:ops", prefix, p) }
+	dead := func(p int) string {
+		return redislayout.Of(prefix, "telemetry.positions", p).Dead(redislayout.WebhookOutput("ops"))
+	}
 	t.Cleanup(func() { rdb.Del(ctx, dead(0), dead(1), dead(2)) })
 	want := map[string]string{}
 	for _, p := range []int{0, 2} {
@@ -33,8 +36,9 @@ func TestRedriveCommand(t *testing.T) {
 			id := fmt.Sprintf("ev-%d-%d", p, i)
 			body := fmt.Sprintf(`{"event_id":%q,"drone_id":"UAV-1"}`, id)
 			want[id] = body
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: dead(p), Values: []any{"outbox_id", "1-0", "event_id", id,
-				"event", body, "reason", "permanent: HTTP 400", "attempts", 1, "status", 400}}).Err(); err != nil {
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: dead(p), Values: redislayout.DeadLetter{
+				Entry: redislayout.Entry{ID: "1-0", EventID: id, Event: []byte(body)}, Reason: "permanent: HTTP 400", Attempts: 1, Status: 400,
+			}.Values()}).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/telemetry"
@@ -160,15 +160,15 @@ func (p *pipeline) topicEnd(ctx context.Context, topic string) (int64, error) {
 	return n, nil
 }
 
-func (p *pipeline) tag(part int) string {
-	return "{" + p.prefix + ":" + p.topic + ":" + strconv.Itoa(part) + "}"
+func (p *pipeline) keys(part int) redislayout.Keys {
+	return redislayout.Of(p.prefix, p.topic, part)
 }
 
 // outboxLen is the number of entries in every partition's outbox.
 func (p *pipeline) outboxLen(ctx context.Context) (int64, error) {
 	var n int64
 	for part := 0; part < p.partitions; part++ {
-		l, err := p.rc.XLen(ctx, p.tag(part)+":outbox").Result()
+		l, err := p.rc.XLen(ctx, p.keys(part).Outbox()).Result()
 		if err != nil {
 			return 0, err
 		}
@@ -355,7 +355,7 @@ func TestWebhookOutageProof(t *testing.T) {
 		for _, e := range es {
 			want[e.EventID] = true
 		}
-		if n, err := p.rc.XLen(ctx, p.tag(part)+":dead:webhook:"+hookName).Result(); err != nil || n != 0 {
+		if n, err := p.rc.XLen(ctx, p.keys(part).Dead(redislayout.WebhookOutput(hookName))).Result(); err != nil || n != 0 {
 			t.Errorf("partition %d: %d dead letters (%v), want 0", part, n, err)
 		}
 	}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/internal/fleet"
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 type config struct {
@@ -326,29 +327,23 @@ func post(ctx context.Context, client *http.Client, base string, body []byte) er
 // tail reads every partition's outbox stream from the start and sends the
 // events on.
 func tail(ctx context.Context, rdb *redis.Client, prefix, topic string, partitions int, out chan<- event) {
-	streams := make([]string, 0, 2*partitions)
-	for p := range partitions {
-		streams = append(streams, fmt.Sprintf("{%s:%s:%d}:outbox", prefix, topic, p))
-	}
-	ids := make([]string, partitions)
-	for i := range ids {
-		ids[i] = "0"
-	}
+	after := make([]string, partitions)
 	for ctx.Err() == nil {
-		res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, streams...), ids...), Block: 500 * time.Millisecond, Count: 500}).Result()
-		if err != nil {
-			if !errors.Is(err, redis.Nil) && ctx.Err() == nil {
-				fmt.Fprintln(os.Stderr, "demo: reading the outbox:", err)
-				time.Sleep(time.Second)
+		got := 0
+		for p := range partitions {
+			es, err := redislayout.ReadOutbox(ctx, rdb, redislayout.Of(prefix, topic, p), after[p], 500, 0)
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintln(os.Stderr, "demo: reading the outbox:", err)
+					time.Sleep(time.Second)
+				}
+				continue
 			}
-			continue
-		}
-		for _, s := range res {
-			i := indexOf(streams, s.Stream)
-			for _, m := range s.Messages {
-				ids[i] = m.ID
+			got += len(es)
+			for _, m := range es {
+				after[p] = m.ID
 				var e event
-				if raw, ok := m.Values["event"].(string); ok && json.Unmarshal([]byte(raw), &e) == nil {
+				if json.Unmarshal(m.Event, &e) == nil {
 					select {
 					case out <- e:
 					case <-ctx.Done():
@@ -357,16 +352,13 @@ func tail(ctx context.Context, rdb *redis.Client, prefix, topic string, partitio
 				}
 			}
 		}
-	}
-}
-
-func indexOf(xs []string, x string) int {
-	for i, v := range xs {
-		if v == x {
-			return i
+		if got == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	}
-	return -1
 }
 
 // caughtUp waits until every partition's applied offset in Redis is the last
@@ -395,7 +387,7 @@ func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, to
 			if end[p] == 0 {
 				continue
 			}
-			applied, err := rdb.Get(ctx, fmt.Sprintf("{%s:%s:%d}:applied", prefix, topic, p)).Int64()
+			applied, err := rdb.Get(ctx, redislayout.Of(prefix, topic, p).Applied()).Int64()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return fmt.Errorf("read applied offset: %w", err)
 			}
@@ -421,17 +413,22 @@ func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, to
 func readOutbox(ctx context.Context, rdb *redis.Client, prefix, topic string, partitions int) ([]event, error) {
 	var out []event
 	for p := range partitions {
-		msgs, err := rdb.XRange(ctx, fmt.Sprintf("{%s:%s:%d}:outbox", prefix, topic, p), "-", "+").Result()
-		if err != nil {
-			return nil, fmt.Errorf("read outbox of partition %d: %w", p, err)
-		}
-		for _, m := range msgs {
-			var e event
-			raw, _ := m.Values["event"].(string)
-			if err := json.Unmarshal([]byte(raw), &e); err != nil {
-				return nil, fmt.Errorf("outbox entry %s: %w", m.ID, err)
+		for after := redislayout.StartID; ; {
+			es, err := redislayout.ReadOutbox(ctx, rdb, redislayout.Of(prefix, topic, p), after, 10000, 0)
+			if err != nil {
+				return nil, fmt.Errorf("read outbox of partition %d: %w", p, err)
 			}
-			out = append(out, e)
+			for _, m := range es {
+				var e event
+				if err := json.Unmarshal(m.Event, &e); err != nil {
+					return nil, fmt.Errorf("outbox entry %s: %w", m.ID, err)
+				}
+				out = append(out, e)
+			}
+			if len(es) < 10000 {
+				break
+			}
+			after = es[len(es)-1].ID
 		}
 	}
 	return out, nil
@@ -490,7 +487,7 @@ func verdict(live, replayed []event) error {
 func cleanup(rdb *redis.Client, brokers, prefix string, topics ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, redislayout.Match(prefix), 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())

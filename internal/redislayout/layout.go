@@ -20,6 +20,10 @@ func Of(prefix, topic string, partition int) Keys {
 	return Keys{tag: "{" + prefix + ":" + topic + ":" + strconv.Itoa(partition) + "}"}
 }
 
+// Match is the SCAN MATCH pattern of every key under prefix, all topics and
+// partitions (a tag's "{", "}", "*" and "?" in prefix are not escaped).
+func Match(prefix string) string { return "{" + prefix + ":*" }
+
 // Tag is the partition's hash tag, {prefix:topic:partition}.
 func (k Keys) Tag() string { return k.tag }
 
