@@ -151,11 +151,13 @@ func (d *decoder) record(line int, raw []byte) *rejection {
 // checkClock says what is wrong with ts against the receive time, or "".
 // A bound is "more than": a ts exactly maxAhead ahead is accepted.
 func (d *decoder) checkClock(ts time.Time) string {
+	// The bounds compare times, not ts.Sub(now): a Duration saturates at
+	// ±292 years, so year 1 would otherwise pass any age bound.
 	switch skew := ts.Sub(d.now); {
-	case d.maxAhead > 0 && skew > d.maxAhead:
+	case d.maxAhead > 0 && ts.After(d.now.Add(d.maxAhead)):
 		return fmt.Sprintf("%s is %v ahead of the receive time %s, more than the allowed clock skew of %v; is the sender's clock fast?",
 			ts.Format(time.RFC3339Nano), skew, d.now.Format(time.RFC3339Nano), d.maxAhead)
-	case d.maxAge > 0 && -skew > d.maxAge:
+	case d.maxAge > 0 && ts.Before(d.now.Add(-d.maxAge)):
 		return fmt.Sprintf("%s is %v before the receive time %s, older than the allowed record age of %v",
 			ts.Format(time.RFC3339Nano), -skew, d.now.Format(time.RFC3339Nano), d.maxAge)
 	}

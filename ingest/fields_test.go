@@ -190,6 +190,7 @@ func TestClockBounds(t *testing.T) {
 		{"no age bound by default", 0, 0, at(-10 * 365 * 24 * time.Hour), 202, ""},
 		{"age 1h, just inside", 0, time.Hour, at(-time.Hour), 202, ""},
 		{"age 1h, just outside", 0, time.Hour, at(-time.Hour - ms), 400, "1h0m0.001s before the receive time 2026-12-02T10:15:00Z, older than the allowed record age of 1h0m0s"},
+		{"age 1h, year 1 (beyond a Duration)", 0, time.Hour, `{"drone_id":"D","seq":1,"ts":"0001-01-01T00:00:00Z","lat":1,"lon":2}`, 400, "older than the allowed record age of 1h0m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
