@@ -82,22 +82,6 @@ func parseED318Tree(root any, ps *problems) (*ZoneSet, error) {
 	return set, nil
 }
 
-func jsonKind(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return "a string"
-}
-
 func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 	f, ok := asObj(fv)
 	if !ok {
@@ -121,7 +105,7 @@ func parseED318Feature(i int, fv any, ps *problems) (z *Zone, skip bool) {
 	}
 	z = &Zone{ID: id}
 	if v, ok := p.get("name"); ok {
-		z.Name = text(v)
+		z.Name = treeText(v)
 	}
 	tv, _ := p.get("type")
 	ts, _ := tv.(string)
