@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,45 +17,46 @@ import (
 
 // Config is the alerter's configuration. Flags fill it, each with an
 // environment variable as fallback (a flag on the command line wins);
-// Validate names the bad field. README.md next to this file has the table.
+// configFields names them, Validate names the bad field. README.md next to
+// this file has the table.
 type Config struct {
-	Brokers    []string // NOFLY_KAFKA_BROKERS
-	Topic      string   // NOFLY_TELEMETRY_TOPIC
-	Partitions int      // NOFLY_TELEMETRY_PARTITIONS: the topic is created with it if missing
-	Group      string   // NOFLY_ALERTER_GROUP
+	Brokers    []string
+	Topic      string
+	Partitions int // the topic is created with it if missing
+	Group      string
 
-	RedisAddr   string        // NOFLY_REDIS_ADDR
-	RedisPrefix string        // NOFLY_REDIS_PREFIX
-	EventTTL    time.Duration // NOFLY_EVENT_TTL
+	RedisAddr   string
+	RedisPrefix string
+	EventTTL    time.Duration
 
-	Zones string // NOFLY_ZONES: GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
+	Zones string // GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
 	// StrictZones makes unknown GeoJSON zone properties errors (else
 	// warnings); ConservativeZones loads limits without a vertical
 	// reference or unit, and times without an offset, read as alarming
 	// most (else they are refused); AllowEmptyZones lets a file without
 	// zones start or reload (else refused: no zone looks like no
 	// violation). geofence/doc.go has the rules.
-	StrictZones       bool // NOFLY_STRICT_ZONES
-	ConservativeZones bool // NOFLY_CONSERVATIVE_ZONES
-	AllowEmptyZones   bool // NOFLY_ALLOW_EMPTY_ZONES
+	StrictZones       bool
+	ConservativeZones bool
+	AllowEmptyZones   bool
 
-	Batch  int           // NOFLY_ALERTER_BATCH: records per batch at most
-	Linger time.Duration // NOFLY_ALERTER_LINGER: how long a batch waits to fill after its first record
+	Batch  int           // records per batch at most
+	Linger time.Duration // how long a batch waits to fill after its first record
 
-	SessionTimeout    time.Duration // NOFLY_ALERTER_SESSION_TIMEOUT
-	HeartbeatInterval time.Duration // NOFLY_ALERTER_HEARTBEAT
-	RebalanceTimeout  time.Duration // NOFLY_ALERTER_REBALANCE_TIMEOUT
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
 
 	// Dispatch of the outbox (alerts/outbox), one dispatcher per owned
 	// partition, started and stopped with the partition's engine.
-	EventsTopic        string        // NOFLY_EVENTS_TOPIC: partition p's events go to its partition p; empty = no Kafka output
-	Webhooks           []WebhookURL  // NOFLY_WEBHOOKS: NAME=URL, comma separated; --webhook is repeatable
-	WebhookMaxAttempts int           // NOFLY_WEBHOOK_MAX_ATTEMPTS: attempts before an event is dead-lettered
-	WebhookTimeout     time.Duration // NOFLY_WEBHOOK_TIMEOUT: bound of one POST
-	OutboxRetention    time.Duration // NOFLY_OUTBOX_RETENTION: delivered entries older than this are trimmed; 0 keeps all
+	EventsTopic        string        // partition p's events go to its partition p; empty = no Kafka output
+	Webhooks           []WebhookURL  // NAME=URL, comma separated; --webhook is repeatable
+	WebhookMaxAttempts int           // attempts before an event is dead-lettered
+	WebhookTimeout     time.Duration // bound of one POST
+	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
 
-	HTTPAddr string // NOFLY_ALERTER_HTTP: /metrics and /healthz; empty = off
-	LogLevel string // NOFLY_LOG_LEVEL
+	HTTPAddr string // /metrics and /healthz; empty = off
+	LogLevel string
 }
 
 // WebhookURL is one --webhook NAME=URL: every event is POSTed to URL at
@@ -109,10 +111,7 @@ func DefaultConfig() Config {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = envflag.ErrConfig
 
-func badField(field, msg string) error {
-	f := fieldFlags[field]
-	return envflag.FieldError(field, f.flag, f.env, msg)
-}
+func badField(field, msg string) error { return configFields.Error(field, msg) }
 
 // Validate reports the first bad field.
 func (c Config) Validate() error {
@@ -190,32 +189,40 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// fieldFlags names the flag and environment variable of each field.
-var fieldFlags = map[string]struct{ flag, env string }{
-	"Brokers":            {"brokers", "NOFLY_KAFKA_BROKERS"},
-	"Topic":              {"topic", "NOFLY_TELEMETRY_TOPIC"},
-	"Partitions":         {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
-	"Group":              {"group", "NOFLY_ALERTER_GROUP"},
-	"RedisAddr":          {"redis", "NOFLY_REDIS_ADDR"},
-	"RedisPrefix":        {"redis-prefix", "NOFLY_REDIS_PREFIX"},
-	"EventTTL":           {"event-ttl", "NOFLY_EVENT_TTL"},
-	"Zones":              {"zones", "NOFLY_ZONES"},
-	"StrictZones":        {"strict-zones", "NOFLY_STRICT_ZONES"},
-	"ConservativeZones":  {"conservative-zones", "NOFLY_CONSERVATIVE_ZONES"},
-	"AllowEmptyZones":    {"allow-empty-zones", "NOFLY_ALLOW_EMPTY_ZONES"},
-	"Batch":              {"batch", "NOFLY_ALERTER_BATCH"},
-	"Linger":             {"linger", "NOFLY_ALERTER_LINGER"},
-	"SessionTimeout":     {"session-timeout", "NOFLY_ALERTER_SESSION_TIMEOUT"},
-	"HeartbeatInterval":  {"heartbeat", "NOFLY_ALERTER_HEARTBEAT"},
-	"RebalanceTimeout":   {"rebalance-timeout", "NOFLY_ALERTER_REBALANCE_TIMEOUT"},
-	"EventsTopic":        {"events-topic", "NOFLY_EVENTS_TOPIC"},
-	"Webhooks":           {"webhook", "NOFLY_WEBHOOKS"},
-	"WebhookMaxAttempts": {"webhook-max-attempts", "NOFLY_WEBHOOK_MAX_ATTEMPTS"},
-	"WebhookTimeout":     {"webhook-timeout", "NOFLY_WEBHOOK_TIMEOUT"},
-	"OutboxRetention":    {"outbox-retention", "NOFLY_OUTBOX_RETENTION"},
-	"HTTPAddr":           {"http", "NOFLY_ALERTER_HTTP"},
-	"LogLevel":           {"log-level", "NOFLY_LOG_LEVEL"},
+// configFields is the alerter's configuration table, in the order of
+// Config: flags, their environment fallback, usage, errors, README's tables
+// (TestReadmeTable) and Environ all come from it. A new field is one row here
+// (TestConfigFieldsCoverConfig holds it to Config) and its rule in Validate.
+var configFields = envflag.Fields[Config]{
+	{Name: "Brokers", Flag: "brokers", Env: "NOFLY_KAFKA_BROKERS", Usage: "Kafka bootstrap brokers, comma separated host:port"},
+	{Name: "Topic", Flag: "topic", Env: "NOFLY_TELEMETRY_TOPIC", Usage: "telemetry topic"},
+	{Name: "Partitions", Flag: "partitions", Env: "NOFLY_TELEMETRY_PARTITIONS", Usage: "partition count the topic is created with when missing"},
+	{Name: "Group", Flag: "group", Env: "NOFLY_ALERTER_GROUP", Usage: "consumer group id"},
+	{Name: "RedisAddr", Flag: "redis", Env: "NOFLY_REDIS_ADDR", Usage: "Redis host:port"},
+	{Name: "RedisPrefix", Flag: "redis-prefix", Env: "NOFLY_REDIS_PREFIX", Usage: "first part of every Redis key's hash tag"},
+	{Name: "EventTTL", Flag: "event-ttl", Env: "NOFLY_EVENT_TTL", Usage: "lifetime of an event's unique key in Redis"},
+	{Name: "Zones", Flag: "zones", Env: "NOFLY_ZONES", Usage: "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP"},
+	{Name: "StrictZones", Flag: "strict-zones", Env: "NOFLY_STRICT_ZONES", Usage: "unknown GeoJSON zone properties are errors, not warnings"},
+	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},
+	{Name: "AllowEmptyZones", Flag: "allow-empty-zones", Env: "NOFLY_ALLOW_EMPTY_ZONES", Usage: "start (and reload) with a zone file that leaves no zone, which raises no alarm"},
+	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
+	{Name: "Linger", Flag: "linger", Env: "NOFLY_ALERTER_LINGER", Usage: "how long a batch waits to fill after its first record"},
+	{Name: "SessionTimeout", Flag: "session-timeout", Env: "NOFLY_ALERTER_SESSION_TIMEOUT", Usage: "consumer group session timeout"},
+	{Name: "HeartbeatInterval", Flag: "heartbeat", Env: "NOFLY_ALERTER_HEARTBEAT", Usage: "consumer group heartbeat interval"},
+	{Name: "RebalanceTimeout", Flag: "rebalance-timeout", Env: "NOFLY_ALERTER_REBALANCE_TIMEOUT", Usage: "consumer group rebalance timeout"},
+	{Name: "EventsTopic", Flag: "events-topic", Env: "NOFLY_EVENTS_TOPIC", Usage: "Kafka topic the outbox is dispatched to (partition p to partition p, created with the telemetry topic's partition count); empty turns the Kafka output off"},
+	{Name: "Webhooks", Flag: "webhook", Env: "NOFLY_WEBHOOKS", Usage: "NAME=URL of a webhook that receives every event (at least once, Idempotency-Key: event_id); repeatable, or comma separated", Value: func(p any) flag.Value { return (*webhookFlag)(p.(*[]WebhookURL)) }},
+	{Name: "WebhookMaxAttempts", Flag: "webhook-max-attempts", Env: "NOFLY_WEBHOOK_MAX_ATTEMPTS", Usage: "attempts per event and webhook before the event is dead-lettered"},
+	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
+	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
+	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics and /healthz; empty turns it off"},
+	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
 }
+
+// Environ returns what starts `alerter serve` as a subprocess with exactly
+// c: the NOFLY_* variables of its non-empty fields, and --flag= for its
+// empty ones, which no variable can set (envflag.Fields.Environ).
+func (c Config) Environ() (env, flags []string) { return configFields.Environ(c) }
 
 // webhookFlag is --webhook NAME=URL: repeatable, and a comma-separated
 // list in one value (NOFLY_WEBHOOKS) adds each.
@@ -248,101 +255,31 @@ type flagSet struct{ *envflag.FlagSet }
 
 func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
 
+// field registers the row of configFields named field with usage. It and
+// usages serve replay.go and redrive.go, until they call
+// configFields.RegisterOnly and Field(name).Register themselves.
 func (f *flagSet) field(c *Config, field, usage string) {
-	ff := fieldFlags[field]
-	f.Fallback(ff.flag, ff.env)
-	usage += " (env " + ff.env + ")"
-	switch field {
-	case "Brokers":
-		f.Var((*envflag.List)(&c.Brokers), ff.flag, usage)
-	case "Topic":
-		f.StringVar(&c.Topic, ff.flag, c.Topic, usage)
-	case "Partitions":
-		f.IntVar(&c.Partitions, ff.flag, c.Partitions, usage)
-	case "Group":
-		f.StringVar(&c.Group, ff.flag, c.Group, usage)
-	case "RedisAddr":
-		f.StringVar(&c.RedisAddr, ff.flag, c.RedisAddr, usage)
-	case "RedisPrefix":
-		f.StringVar(&c.RedisPrefix, ff.flag, c.RedisPrefix, usage)
-	case "EventTTL":
-		f.DurationVar(&c.EventTTL, ff.flag, c.EventTTL, usage)
-	case "Zones":
-		f.StringVar(&c.Zones, ff.flag, c.Zones, usage)
-	case "StrictZones":
-		f.BoolVar(&c.StrictZones, ff.flag, c.StrictZones, usage)
-	case "ConservativeZones":
-		f.BoolVar(&c.ConservativeZones, ff.flag, c.ConservativeZones, usage)
-	case "AllowEmptyZones":
-		f.BoolVar(&c.AllowEmptyZones, ff.flag, c.AllowEmptyZones, usage)
-	case "Batch":
-		f.IntVar(&c.Batch, ff.flag, c.Batch, usage)
-	case "Linger":
-		f.DurationVar(&c.Linger, ff.flag, c.Linger, usage)
-	case "SessionTimeout":
-		f.DurationVar(&c.SessionTimeout, ff.flag, c.SessionTimeout, usage)
-	case "HeartbeatInterval":
-		f.DurationVar(&c.HeartbeatInterval, ff.flag, c.HeartbeatInterval, usage)
-	case "RebalanceTimeout":
-		f.DurationVar(&c.RebalanceTimeout, ff.flag, c.RebalanceTimeout, usage)
-	case "EventsTopic":
-		f.StringVar(&c.EventsTopic, ff.flag, c.EventsTopic, usage)
-	case "Webhooks":
-		f.Var((*webhookFlag)(&c.Webhooks), ff.flag, usage)
-	case "WebhookMaxAttempts":
-		f.IntVar(&c.WebhookMaxAttempts, ff.flag, c.WebhookMaxAttempts, usage)
-	case "WebhookTimeout":
-		f.DurationVar(&c.WebhookTimeout, ff.flag, c.WebhookTimeout, usage)
-	case "OutboxRetention":
-		f.DurationVar(&c.OutboxRetention, ff.flag, c.OutboxRetention, usage)
-	case "HTTPAddr":
-		f.StringVar(&c.HTTPAddr, ff.flag, c.HTTPAddr, usage)
-	case "LogLevel":
-		f.StringVar(&c.LogLevel, ff.flag, c.LogLevel, usage)
-	default:
-		panic("no flag for field " + field)
-	}
+	configFields.Field(field).Register(f.FlagSet, c, usage)
 }
+
+// usages is the Usage of each row of configFields.
+var usages = func() map[string]string {
+	m := make(map[string]string, len(configFields))
+	for _, f := range configFields {
+		m[f.Name] = f.Usage
+	}
+	return m
+}()
 
 // parseConfig builds the serve configuration from args and the environment.
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	fs := newFlagSet("alerter")
-	for _, field := range []string{"Brokers", "Topic", "Partitions", "Group", "RedisAddr", "RedisPrefix", "EventTTL",
-		"Zones", "StrictZones", "ConservativeZones", "AllowEmptyZones", "Batch", "Linger", "SessionTimeout", "HeartbeatInterval", "RebalanceTimeout",
-		"EventsTopic", "Webhooks", "WebhookMaxAttempts", "WebhookTimeout", "OutboxRetention", "HTTPAddr", "LogLevel"} {
-		fs.field(&c, field, usages[field])
-	}
+	configFields.Register(fs.FlagSet, &c)
 	if err := fs.Parse(args, getenv); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
-}
-
-var usages = map[string]string{
-	"Brokers":            "Kafka bootstrap brokers, comma separated host:port",
-	"Topic":              "telemetry topic",
-	"Partitions":         "partition count the topic is created with when missing",
-	"Group":              "consumer group id",
-	"RedisAddr":          "Redis host:port",
-	"RedisPrefix":        "first part of every Redis key's hash tag",
-	"EventTTL":           "lifetime of an event's unique key in Redis",
-	"Zones":              "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP",
-	"StrictZones":        "unknown GeoJSON zone properties are errors, not warnings",
-	"ConservativeZones":  "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file",
-	"AllowEmptyZones":    "start (and reload) with a zone file that leaves no zone, which raises no alarm",
-	"Batch":              "records per batch at most (one Redis round trip per batch)",
-	"Linger":             "how long a batch waits to fill after its first record",
-	"SessionTimeout":     "consumer group session timeout",
-	"HeartbeatInterval":  "consumer group heartbeat interval",
-	"RebalanceTimeout":   "consumer group rebalance timeout",
-	"EventsTopic":        "Kafka topic the outbox is dispatched to (partition p to partition p, created with the telemetry topic's partition count); empty turns the Kafka output off",
-	"Webhooks":           "NAME=URL of a webhook that receives every event (at least once, Idempotency-Key: event_id); repeatable, or comma separated",
-	"WebhookMaxAttempts": "attempts per event and webhook before the event is dead-lettered",
-	"WebhookTimeout":     "bound of one webhook POST",
-	"OutboxRetention":    "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry",
-	"HTTPAddr":           "address of /metrics and /healthz; empty turns it off",
-	"LogLevel":           "debug, info, warn or error",
 }
 
 // zoneSource is where the zones come from and how they are read.

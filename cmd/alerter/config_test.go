@@ -63,29 +63,94 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// TestReadmeTable keeps README.md's table in step with the flags.
+// TestReadmeTable keeps README.md's table in step with the flags: a row
+// per field with its flag, variable and default (configFields).
 func TestReadmeTable(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for field, f := range fieldFlags {
-		if !strings.Contains(string(b), "| `--"+f.flag+"` | `"+f.env+"` |") {
-			t.Errorf("README.md has no row for %s (--%s, %s)", field, f.flag, f.env)
-		}
+	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 2) {
+		t.Errorf("README.md: %s", d)
 	}
 }
 
 // TestTopReadmeTable keeps the repository README's one configuration table
-// in step with this command's flags.
+// (variable, flag, commands, default) in step with this command's flags.
 func TestTopReadmeTable(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for field, f := range fieldFlags {
-		if !strings.Contains(string(b), "| `"+f.env+"` | `--"+f.flag+"` |") {
-			t.Errorf("../../README.md has no row for %s (%s, --%s)", field, f.env, f.flag)
+	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 3) {
+		t.Errorf("../../README.md: %s", d)
+	}
+}
+
+// TestConfigFieldsCoverConfig: every Config field has a row in the table,
+// and every row names a field, so a new field cannot miss its flag.
+func TestConfigFieldsCoverConfig(t *testing.T) {
+	for _, m := range configFields.Missing() {
+		t.Error(m)
+	}
+}
+
+// TestEnvironRoundTrip: a configuration unlike the defaults in every field,
+// turned into variables and parsed back, is itself; so is one that empties
+// what can be empty, through flags (no variable can clear a default).
+func TestEnvironRoundTrip(t *testing.T) {
+	c := Config{
+		Brokers: []string{"k1:1", "k2:2"}, Topic: "t.x", Partitions: 3, Group: "g",
+		RedisAddr: "r:1", RedisPrefix: "p", EventTTL: 2 * time.Hour,
+		Zones: "z.geojson", StrictZones: true, ConservativeZones: true, AllowEmptyZones: true,
+		Batch: 7, Linger: 5 * time.Millisecond,
+		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
+		EventsTopic: "e.x", Webhooks: []WebhookURL{{"a", "http://h:1/a"}, {"b", "https://h/b?q=1"}},
+		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
+		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
+	}
+	d := DefaultConfig()
+	cv, dv := reflect.ValueOf(c), reflect.ValueOf(d)
+	for i := range cv.NumField() {
+		if reflect.DeepEqual(cv.Field(i).Interface(), dv.Field(i).Interface()) {
+			t.Fatalf("field %s is its default: the round trip would not test it", cv.Type().Field(i).Name)
 		}
+	}
+	vars, flags := c.Environ()
+	if len(vars) != len(configFields) || flags != nil {
+		t.Fatalf("Environ gave %d variables and flags %v, want %d variables and no flag: %v", len(vars), flags, len(configFields), vars)
+	}
+	env := map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("parsed back\n%+v\nwant\n%+v", got, c)
+	}
+
+	empty := DefaultConfig()
+	empty.Zones = "z"
+	empty.EventsTopic, empty.HTTPAddr = "", ""
+	vars, flags = empty.Environ()
+	if want := []string{"--events-topic=", "--webhook=", "--http="}; !reflect.DeepEqual(flags, want) {
+		t.Fatalf("flags %v, want %v", flags, want)
+	}
+	env = map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	// The variables an operator's shell might hold lose to the flags.
+	env["NOFLY_EVENTS_TOPIC"], env["NOFLY_ALERTER_HTTP"] = "other.events", ":1"
+	if got, err = parseConfig(flags, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, empty) {
+		t.Fatalf("parsed back\n%+v\nwant\n%+v", got, empty)
 	}
 }
