@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
@@ -119,29 +119,28 @@ func runAlerter(b *testing.B, p *pipeline, total int64) (time.Duration, int64) {
 	rc := newRedisClient(cfg.RedisAddr, "bench")
 	defer rc.Close()
 	rc.AddHook(hook)
-	store, err := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: cfg.RedisPrefix, Topic: cfg.Topic})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ix, err := loadZones(cfg.Zones)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var zones geofence.Current
 	zones.Store(ix)
-	a := NewAlerter(cfg, store, &zones, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := consume.New(cfg.groupOptions(rc, &zones, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for !a.joined.Load() {
+	for !a.Joined() {
 		<-tick.C
 	}
 	began := time.Now()
 	base := hook.n.Load()
-	for a.done.Load() < total {
+	for a.Processed() < total {
 		<-tick.C
 	}
 	took := time.Since(began)

@@ -69,3 +69,11 @@ func (f *faults) beforeCommit(expected int64, log *slog.Logger) {
 	<-cont // the stop may take effect after Kill returned: commit only once resumed
 	log.Warn("fault injection: resumed; sending the commit", "expected", expected)
 }
+
+// hook is the runtime's BeforeCommit hook (consume.Options), nil when off.
+func (f *faults) hook(log *slog.Logger) func(expected int64) {
+	if f == nil {
+		return nil
+	}
+	return func(expected int64) { f.beforeCommit(expected, log) }
+}

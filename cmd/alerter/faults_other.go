@@ -18,3 +18,5 @@ func faultsFromEnv(getenv func(string) string, log *slog.Logger) *faults {
 }
 
 func (*faults) beforeCommit(int64, *slog.Logger) {}
+
+func (*faults) hook(*slog.Logger) func(int64) { return nil }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/ingest"
@@ -44,20 +45,23 @@ func BenchmarkEventLatency(b *testing.B) {
 		p.rc = redis.NewClient(&redis.Options{Addr: raddr})
 		cfg := p.config()
 		rc := newRedisClient(cfg.RedisAddr, "lat")
-		store, _ := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: cfg.RedisPrefix, Topic: cfg.Topic})
+		store := p.store()
 		ix, err := loadZones(cfg.Zones)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var zones geofence.Current
 		zones.Store(ix)
-		a := NewAlerter(cfg, store, &zones, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		a, err := consume.New(cfg.groupOptions(rc, &zones, slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			b.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx) }()
 		// Start measuring once the alerter owns every partition.
 		testenv.CheckFor(b, 60*time.Second, func() error {
-			if a.running.Load() != int32(p.partitions) {
+			if a.Partitions() != p.partitions {
 				return io.ErrNoProgress
 			}
 			return nil
@@ -140,14 +144,17 @@ func BenchmarkIngestToOutbox(b *testing.B) {
 		cfg := p.config()
 		cfg.Batch, cfg.Linger = DefaultConfig().Batch, DefaultConfig().Linger
 		rc := newRedisClient(cfg.RedisAddr, "lat")
-		store, _ := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: cfg.RedisPrefix, Topic: cfg.Topic})
+		store := p.store()
 		ix, err := loadZones(cfg.Zones)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var zones geofence.Current
 		zones.Store(ix)
-		a := NewAlerter(cfg, store, &zones, newMetrics(), discard)
+		a, err := consume.New(cfg.groupOptions(rc, &zones, discard))
+		if err != nil {
+			b.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx) }()
@@ -183,7 +190,7 @@ func BenchmarkIngestToOutbox(b *testing.B) {
 		// Start once the alerter owns every partition and the producer
 		// knows the topic (one record of a drone outside every zone).
 		testenv.CheckFor(b, 60*time.Second, func() error {
-			if a.running.Load() != int32(p.partitions) {
+			if a.Partitions() != p.partitions {
 				return io.ErrNoProgress
 			}
 			return nil

@@ -10,73 +10,25 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/nofly-dev/nofly/alerts"
-	"github.com/nofly-dev/nofly/dedup"
 )
 
-// metrics are the alerter's Prometheus metrics, on their own registry (so
-// several alerters can live in one test process).
+// metrics is the alerter's registry (its own, so that several alerters can
+// live in one test process): the runtime's nofly_alerter_* metrics
+// (alerts/consume), the outbox dispatcher's, the zone reloads, and the Go
+// and process collectors.
 type metrics struct {
-	reg        *prometheus.Registry
-	records    prometheus.Counter
-	applied    prometheus.Counter
-	duplicates prometheus.Counter
-	invalid    prometheus.Counter
-	skipped    prometheus.Counter
-	raised     prometheus.Counter
-	cleared    prometheus.Counter
-	suppressed prometheus.Counter
-	commits    prometheus.Counter
-	fenced     prometheus.Counter
-	commitErrs prometheus.Counter
-	reloads    *prometheus.CounterVec
-	assigned   prometheus.Gauge
-	batchSecs  prometheus.Histogram
+	reg     *prometheus.Registry
+	reloads *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
-	c := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nofly", Subsystem: "alerter", Name: name, Help: help})
-	}
 	m := &metrics{
-		reg:        prometheus.NewRegistry(),
-		records:    c("records_total", "Kafka records processed (above the applied offset)."),
-		applied:    c("positions_applied_total", "Positions that went through the state machine."),
-		duplicates: c("positions_duplicate_total", "Positions skipped because their seq was not above the drone's (duplicate or stale)."),
-		invalid:    c("records_invalid_total", "Records that did not decode (skipped)."),
-		skipped:    c("records_already_applied_total", "Records fetched at or below the applied offset (skipped)."),
-		raised:     c("events_raised_total", "Raised events committed (events_suppressed_total counts those whose unique key already existed)."),
-		cleared:    c("events_cleared_total", "Cleared events committed (see events_suppressed_total)."),
-		suppressed: c("events_suppressed_total", "Events not appended because their unique key existed."),
-		commits:    c("commits_total", "Batches committed to Redis."),
-		fenced:     c("commits_fenced_total", "Commits refused because the partition's version changed (another owner)."),
-		commitErrs: c("commit_errors_total", "Commits that failed with an error of unknown outcome (reloaded)."),
+		reg: prometheus.NewRegistry(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nofly", Subsystem: "alerter", Name: "zone_reloads_total",
 			Help: "Zone file reloads by result."}, []string{"result"}),
-		assigned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "assigned_partitions",
-			Help: "Partitions this alerter processes now."}),
-		batchSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nofly", Subsystem: "alerter", Name: "batch_seconds",
-			Help: "Time to apply and commit one batch.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	m.reg.MustRegister(m.records, m.applied, m.duplicates, m.invalid, m.skipped, m.raised, m.cleared, m.suppressed,
-		m.commits, m.fenced, m.commitErrs, m.reloads, m.assigned, m.batchSecs,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.reloads, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
-}
-
-func (m *metrics) observe(out *alerts.Outcome, res dedup.Result, took time.Duration) {
-	s := out.Stats
-	m.records.Add(float64(s.Records))
-	m.applied.Add(float64(s.Applied))
-	m.duplicates.Add(float64(s.Duplicates))
-	m.invalid.Add(float64(s.Invalid))
-	m.skipped.Add(float64(s.Skipped))
-	m.suppressed.Add(float64(res.Suppressed))
-	m.raised.Add(float64(s.Raised))
-	m.cleared.Add(float64(s.Cleared))
-	m.commits.Inc()
-	m.batchSecs.Observe(took.Seconds())
 }
 
 // serveHTTP serves /metrics and /healthz on addr until ctx ends. healthy

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/alerts/outbox"
-	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -44,10 +44,6 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if err := rc.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", cfg.RedisAddr, err)
 	}
-	store, err := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: cfg.RedisPrefix, Topic: cfg.Topic, EventTTL: cfg.EventTTL})
-	if err != nil {
-		return err
-	}
 	partitions, err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions, false)
 	if err != nil {
 		return err
@@ -60,14 +56,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if d != nil {
 		defer d.close()
 	}
-	a := NewAlerter(cfg, store, &zones, m, log).withDispatch(d.dispatcher())
+	o := cfg.groupOptions(rc, &zones, log)
+	o.Registerer = m.reg
+	o.BeforeCommit = faultsFromEnv(os.Getenv, log).hook(log)
+	if d != nil { // a nil *outbox.Dispatcher in the interface would not be nil
+		o.Dispatcher = d.d
+	}
+	g, err := consume.New(o)
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	addr := ""
 	if cfg.HTTPAddr != "" {
 		na, err := serveHTTP(ctx, cfg.HTTPAddr, m, func() error {
-			if !a.joined.Load() {
+			if !g.Joined() {
 				return errors.New("not in the consumer group yet")
 			}
 			return rc.Ping(ctx).Err()
@@ -95,7 +100,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if started != nil {
 		started(addr)
 	}
-	return a.Run(ctx)
+	return g.Run(ctx)
+}
+
+// groupOptions are the runtime's options for cfg over the Redis client rc
+// (newRedisClient: no retries) and the zone holder zones; metrics, fault
+// injection and dispatch are the caller's to add.
+func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, log *slog.Logger) consume.Options {
+	return consume.Options{
+		Brokers: c.Brokers, Topic: c.Topic, Group: c.Group,
+		Batch: c.Batch, Linger: c.Linger,
+		SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval, RebalanceTimeout: c.RebalanceTimeout,
+		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL,
+		Zones: zones, Logger: log,
+	}
 }
 
 // dispatch is the outbox dispatcher of a serving alerter and its Redis
@@ -103,13 +121,6 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 type dispatch struct {
 	d   *outbox.Dispatcher
 	rdb *redis.Client
-}
-
-func (d *dispatch) dispatcher() *outbox.Dispatcher {
-	if d == nil {
-		return nil
-	}
-	return d.d
 }
 
 func (d *dispatch) close() { _ = d.rdb.Close() }

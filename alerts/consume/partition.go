@@ -1,0 +1,160 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/dedup"
+)
+
+// commitTimeout bounds one batch's Redis commit.
+const commitTimeout = 15 * time.Second
+
+// applied is a batch applied by the engine and not yet committed.
+type applied struct {
+	out   *alerts.Outcome
+	began time.Time
+}
+
+// consume runs one partition from its state in Redis until an error or the
+// end of ctx: load, seek past the applied offset, then fetch, apply and
+// hand each batch to the sequencer, which commits them in order while the
+// next is fetched. Any error returned leaves the engine behind: the caller
+// reloads from Redis.
+func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int, committed int64, log *slog.Logger) error {
+	snap, err := g.store.Load(ctx, partition)
+	if err != nil {
+		return err
+	}
+	eng, err := alerts.NewEngine(partition, snap)
+	if err != nil {
+		return err
+	}
+	start := snap.Applied + 1
+	if snap.Applied == dedup.NoVersion {
+		start = committed // Kafka's committed offset, or FirstOffset
+		if start < 0 {
+			start = kafka.FirstOffset
+		}
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:   g.o.Brokers,
+		Dialer:    g.o.Dialer,
+		Topic:     g.o.Topic,
+		Partition: partition,
+		MinBytes:  1,
+		MaxBytes:  8 << 20,
+		MaxWait:   250 * time.Millisecond,
+		// A queue of a whole batch: the reader's goroutine hands records
+		// over through it one by one; with room for a batch it and this
+		// loop wake each other less often than with the default 100.
+		QueueCapacity: max(g.o.Batch, 100),
+		ErrorLogger:   slogKafka{log, slog.LevelWarn},
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		return fmt.Errorf("seek to %d: %w", start, err)
+	}
+	log.Info("partition started", "applied", snap.Applied, "from", start, "drones", len(snap.Drones))
+
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	seq := startSequencer(ctx, func(ctx context.Context, b applied) error {
+		return g.commit(ctx, oc, partition, b, log)
+	}, stopFetch)
+	defer seq.close()
+
+	recs := make([]alerts.Record, 0, g.o.Batch)
+	for {
+		recs, err = fetchBatch(fctx, r, recs[:0], g.o.Batch, g.o.Linger)
+		if err != nil {
+			if cerr := seq.failure(); cerr != nil {
+				return cerr // the fetch was stopped because a commit failed
+			}
+			return err
+		}
+		began := time.Now()
+		out := eng.Apply(g.o.Zones.Load(), recs)
+		if out == nil {
+			continue
+		}
+		for _, b := range out.Bad {
+			log.Warn("skipping a bad record", "offset", b.Offset, "err", b.Err)
+		}
+		if err := seq.submit(ctx, applied{out, began}); err != nil {
+			return err // a commit failed, or the generation ended: the engine is ahead of Redis
+		}
+	}
+}
+
+// commit makes one batch durable in Redis, then offers its offset to
+// Kafka. The commit is not cut short by the end of the generation: the
+// partition goroutine (and so the rejoin) waits for its outcome, so the
+// next owner loads after it.
+func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, b applied, log *slog.Logger) error {
+	out := b.out
+	if g.o.BeforeCommit != nil {
+		g.o.BeforeCommit(out.Expected) // before the timeout starts
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	res, err := g.store.Commit(cctx, partition, out.Expected, out.Batch)
+	cancel()
+	if err != nil {
+		// Counted here, not where the partition loop stops: a refused
+		// commit whose generation ended meanwhile counts too.
+		if errors.Is(err, dedup.ErrFenced) {
+			g.m.fenced.Inc()
+		} else {
+			g.m.commitErrs.Inc()
+		}
+		return err
+	}
+	g.m.observe(out, res, time.Since(b.began))
+	g.processed.Add(int64(out.Stats.Records + out.Stats.Skipped))
+	if res.Suppressed > 0 {
+		log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
+	}
+	// Kafka's committed offset follows Redis, never leads it.
+	oc.offer(partition, out.Batch.Applied+1)
+	return nil
+}
+
+// fetcher is what fetchBatch reads from (a *kafka.Reader).
+type fetcher interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+}
+
+// fetchBatch appends up to n records to recs: it waits for the first as
+// long as ctx allows, then at most linger for the rest.
+func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, linger time.Duration) ([]alerts.Record, error) {
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return recs, err
+	}
+	recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+	if n == 1 {
+		return recs, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, linger)
+	defer cancel()
+	for len(recs) < n {
+		m, err := r.FetchMessage(lctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return recs, ctx.Err()
+			}
+			if lctx.Err() != nil {
+				return recs, nil
+			}
+			return recs, err
+		}
+		recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+	}
+	return recs, nil
+}
