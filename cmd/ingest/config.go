@@ -12,29 +12,29 @@ import (
 
 // Config is the configuration of every subcommand: Kafka, the topic, the
 // HTTP intake and logging. Flags fill it, each with an environment variable
-// as fallback (a flag given on the command line wins); Validate names the
-// bad field.
+// as fallback (a flag given on the command line wins); configFields names
+// them, Validate names the bad field.
 type Config struct {
-	Brokers     []string // NOFLY_KAFKA_BROKERS
-	Topic       string   // NOFLY_TELEMETRY_TOPIC
-	Partitions  int      // NOFLY_TELEMETRY_PARTITIONS
-	Replication int      // NOFLY_TELEMETRY_REPLICATION, -1 = the broker's default.replication.factor
+	Brokers     []string
+	Topic       string
+	Partitions  int
+	Replication int // -1 = the broker's default.replication.factor
 
-	Addr            string        // NOFLY_INGEST_ADDR
-	MaxBodyBytes    int64         // NOFLY_INGEST_MAX_BODY_BYTES
-	MaxRecords      int           // NOFLY_INGEST_MAX_RECORDS
-	MaxLineBytes    int           // NOFLY_INGEST_MAX_LINE_BYTES
-	ProduceTimeout  time.Duration // NOFLY_INGEST_PRODUCE_TIMEOUT
-	RetryAfter      time.Duration // NOFLY_INGEST_RETRY_AFTER
-	ShutdownTimeout time.Duration // NOFLY_INGEST_SHUTDOWN_TIMEOUT
+	Addr            string
+	MaxBodyBytes    int64
+	MaxRecords      int
+	MaxLineBytes    int
+	ProduceTimeout  time.Duration
+	RetryAfter      time.Duration
+	ShutdownTimeout time.Duration
 
-	MaxClockSkewAhead time.Duration // NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD, 0 = no bound
-	MaxRecordAge      time.Duration // NOFLY_INGEST_MAX_RECORD_AGE, 0 = no bound
+	MaxClockSkewAhead time.Duration // 0 = no bound
+	MaxRecordAge      time.Duration // 0 = no bound
 
-	FeedKeys           string // NOFLY_INGEST_FEED_KEYS: the feed key file; "" = none
-	InsecureOpenIntake bool   // NOFLY_INGEST_INSECURE_OPEN_INTAKE
+	FeedKeys           string // the feed key file; "" = none
+	InsecureOpenIntake bool
 
-	LogLevel string // NOFLY_LOG_LEVEL: debug, info, warn, error
+	LogLevel string // debug, info, warn, error
 }
 
 // DefaultConfig returns the defaults: a local single-node broker, 12
@@ -61,10 +61,7 @@ func DefaultConfig() Config {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = envflag.ErrConfig
 
-func badField(field, msg string) error {
-	f := fieldFlags[field]
-	return envflag.FieldError(field, f.flag, f.env, msg)
-}
+func badField(field, msg string) error { return configFields.Error(field, msg) }
 
 // Validate reports the first bad field.
 func (c Config) Validate() error {
@@ -113,61 +110,47 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// fieldFlags names the flag and environment variable of each field, for
-// messages and for README's table (TestReadmeTable keeps them in step).
-var fieldFlags = map[string]struct{ flag, env string }{
-	"Brokers":         {"brokers", "NOFLY_KAFKA_BROKERS"},
-	"Topic":           {"topic", "NOFLY_TELEMETRY_TOPIC"},
-	"Partitions":      {"partitions", "NOFLY_TELEMETRY_PARTITIONS"},
-	"Replication":     {"replication", "NOFLY_TELEMETRY_REPLICATION"},
-	"Addr":            {"addr", "NOFLY_INGEST_ADDR"},
-	"MaxBodyBytes":    {"max-body-bytes", "NOFLY_INGEST_MAX_BODY_BYTES"},
-	"MaxRecords":      {"max-records", "NOFLY_INGEST_MAX_RECORDS"},
-	"MaxLineBytes":    {"max-line-bytes", "NOFLY_INGEST_MAX_LINE_BYTES"},
-	"ProduceTimeout":  {"produce-timeout", "NOFLY_INGEST_PRODUCE_TIMEOUT"},
-	"RetryAfter":      {"retry-after", "NOFLY_INGEST_RETRY_AFTER"},
-	"ShutdownTimeout": {"shutdown-timeout", "NOFLY_INGEST_SHUTDOWN_TIMEOUT"},
-	"LogLevel":        {"log-level", "NOFLY_LOG_LEVEL"},
-
-	"FeedKeys":           {"feed-keys", "NOFLY_INGEST_FEED_KEYS"},
-	"InsecureOpenIntake": {"insecure-open-intake", "NOFLY_INGEST_INSECURE_OPEN_INTAKE"},
-
-	"MaxClockSkewAhead": {"max-clock-skew-ahead", "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD"},
-	"MaxRecordAge":      {"max-record-age", "NOFLY_INGEST_MAX_RECORD_AGE"},
+// configFields is ingest's configuration table, in the order of Config:
+// flags, their environment fallback, usage, errors, README's tables
+// (TestReadmeTable) and Environ all come from it. A new field is one row here
+// (TestConfigFieldsCoverConfig holds it to Config), its name in kafkaFlags
+// or serveFlags, and its rule in Validate.
+var configFields = envflag.Fields[Config]{
+	{Name: "Brokers", Flag: "brokers", Env: "NOFLY_KAFKA_BROKERS", Usage: "Kafka bootstrap brokers, comma separated host:port"},
+	{Name: "Topic", Flag: "topic", Env: "NOFLY_TELEMETRY_TOPIC", Usage: "telemetry topic"},
+	{Name: "Partitions", Flag: "partitions", Env: "NOFLY_TELEMETRY_PARTITIONS", Usage: "partition count the topic is created with, and must have"},
+	{Name: "Replication", Flag: "replication", Env: "NOFLY_TELEMETRY_REPLICATION", Usage: "replication factor the topic is created with; -1 = broker default"},
+	{Name: "Addr", Flag: "addr", Env: "NOFLY_INGEST_ADDR", Usage: "HTTP listen address"},
+	{Name: "MaxBodyBytes", Flag: "max-body-bytes", Env: "NOFLY_INGEST_MAX_BODY_BYTES", Usage: "largest request body in bytes (413 beyond)"},
+	{Name: "MaxRecords", Flag: "max-records", Env: "NOFLY_INGEST_MAX_RECORDS", Usage: "most records in one request (413 beyond)"},
+	{Name: "MaxLineBytes", Flag: "max-line-bytes", Env: "NOFLY_INGEST_MAX_LINE_BYTES", Usage: "longest NDJSON line / JSON array element in bytes (400 naming the line beyond)"},
+	{Name: "ProduceTimeout", Flag: "produce-timeout", Env: "NOFLY_INGEST_PRODUCE_TIMEOUT", Usage: "longest wait for Kafka's acknowledgement of a request (503 beyond)"},
+	{Name: "RetryAfter", Flag: "retry-after", Env: "NOFLY_INGEST_RETRY_AFTER", Usage: "Retry-After of a 503"},
+	{Name: "ShutdownTimeout", Flag: "shutdown-timeout", Env: "NOFLY_INGEST_SHUTDOWN_TIMEOUT", Usage: "how long a SIGTERM waits for in-flight requests and queued records"},
+	{Name: "MaxClockSkewAhead", Flag: "max-clock-skew-ahead", Env: "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD", Usage: "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound"},
+	{Name: "MaxRecordAge", Flag: "max-record-age", Env: "NOFLY_INGEST_MAX_RECORD_AGE", Usage: "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound"},
+	{Name: "FeedKeys", Flag: "feed-keys", Env: "NOFLY_INGEST_FEED_KEYS", Usage: "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write"},
+	{Name: "InsecureOpenIntake", Flag: "insecure-open-intake", Env: "NOFLY_INGEST_INSECURE_OPEN_INTAKE", Usage: "without --feed-keys, let every client write, not only loopback ones (insecure)"},
+	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "log level: debug, info, warn, error"},
 }
+
+// Environ returns what starts `ingest serve` as a subprocess with exactly
+// c: the NOFLY_* variables of its non-empty fields, and --flag= for its
+// empty ones, which no variable can set (envflag.Fields.Environ).
+func (c Config) Environ() (env, flags []string) { return configFields.Environ(c) }
 
 // flagSet registers Config fields as flags with environment fallbacks.
 type flagSet struct{ *envflag.FlagSet }
 
 func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
 
-// field registers the flag of a Config field (see fieldFlags).
-func (f *flagSet) field(field string, register func(name, usage string), usage string) {
-	ff := fieldFlags[field]
-	f.Fallback(ff.flag, ff.env)
-	register(ff.flag, usage+" (env "+ff.env+")")
-}
-
 // kafkaFlags registers the fields every subcommand shares.
 func (f *flagSet) kafkaFlags(c *Config) {
-	f.field("Brokers", func(n, u string) { f.Var((*envflag.List)(&c.Brokers), n, u) }, "Kafka bootstrap brokers, comma separated host:port")
-	f.field("Topic", func(n, u string) { f.StringVar(&c.Topic, n, c.Topic, u) }, "telemetry topic")
-	f.field("Partitions", func(n, u string) { f.IntVar(&c.Partitions, n, c.Partitions, u) }, "partition count the topic is created with, and must have")
-	f.field("Replication", func(n, u string) { f.IntVar(&c.Replication, n, c.Replication, u) }, "replication factor the topic is created with; -1 = broker default")
-	f.field("LogLevel", func(n, u string) { f.StringVar(&c.LogLevel, n, c.LogLevel, u) }, "log level: debug, info, warn, error")
+	configFields.RegisterOnly(f.FlagSet, c, "Brokers", "Topic", "Partitions", "Replication", "LogLevel")
 }
 
 // serveFlags registers the fields of the HTTP intake.
 func (f *flagSet) serveFlags(c *Config) {
-	f.field("Addr", func(n, u string) { f.StringVar(&c.Addr, n, c.Addr, u) }, "HTTP listen address")
-	f.field("MaxBodyBytes", func(n, u string) { f.Int64Var(&c.MaxBodyBytes, n, c.MaxBodyBytes, u) }, "largest request body in bytes (413 beyond)")
-	f.field("MaxRecords", func(n, u string) { f.IntVar(&c.MaxRecords, n, c.MaxRecords, u) }, "most records in one request (413 beyond)")
-	f.field("MaxLineBytes", func(n, u string) { f.IntVar(&c.MaxLineBytes, n, c.MaxLineBytes, u) }, "longest NDJSON line / JSON array element in bytes (400 naming the line beyond)")
-	f.field("ProduceTimeout", func(n, u string) { f.DurationVar(&c.ProduceTimeout, n, c.ProduceTimeout, u) }, "longest wait for Kafka's acknowledgement of a request (503 beyond)")
-	f.field("RetryAfter", func(n, u string) { f.DurationVar(&c.RetryAfter, n, c.RetryAfter, u) }, "Retry-After of a 503")
-	f.field("ShutdownTimeout", func(n, u string) { f.DurationVar(&c.ShutdownTimeout, n, c.ShutdownTimeout, u) }, "how long a SIGTERM waits for in-flight requests and queued records")
-	f.field("FeedKeys", func(n, u string) { f.StringVar(&c.FeedKeys, n, c.FeedKeys, u) }, "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write")
-	f.field("InsecureOpenIntake", func(n, u string) { f.BoolVar(&c.InsecureOpenIntake, n, c.InsecureOpenIntake, u) }, "without --feed-keys, let every client write, not only loopback ones (insecure)")
-	f.field("MaxClockSkewAhead", func(n, u string) { f.DurationVar(&c.MaxClockSkewAhead, n, c.MaxClockSkewAhead, u) }, "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound")
-	f.field("MaxRecordAge", func(n, u string) { f.DurationVar(&c.MaxRecordAge, n, c.MaxRecordAge, u) }, "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound")
+	configFields.RegisterOnly(f.FlagSet, c, "Addr", "MaxBodyBytes", "MaxRecords", "MaxLineBytes", "ProduceTimeout", "RetryAfter",
+		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge")
 }

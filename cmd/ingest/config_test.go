@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -112,43 +113,99 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 // TestReadmeTable: every flag and environment variable of Config is in
-// README.md's table with its default.
+// README.md's table with its default (configFields).
 func TestReadmeTable(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := DefaultConfig()
-	fs := newFlagSet("t")
-	fs.kafkaFlags(&def)
-	fs.serveFlags(&def)
-	for field, ff := range fieldFlags {
-		f := fs.Lookup(ff.flag)
-		if f == nil {
-			t.Errorf("%s: flag --%s not registered", field, ff.flag)
-			continue
-		}
-		def := "`" + f.DefValue + "`"
-		if f.DefValue == "" {
-			def = "(none)"
-		}
-		row := "| `--" + ff.flag + "` | `" + ff.env + "` | " + def
-		if !strings.Contains(string(readme), row) {
-			t.Errorf("README.md lacks the row %q", row)
-		}
+	for _, d := range configFields.CheckReadme(string(readme), DefaultConfig(), 2) {
+		t.Errorf("README.md: %s", d)
 	}
 }
 
 // TestTopReadmeTable keeps the repository README's one configuration table
-// in step with this command's flags.
+// (variable, flag, commands, default) in step with this command's flags.
 func TestTopReadmeTable(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for field, f := range fieldFlags {
-		if !strings.Contains(string(b), "| `"+f.env+"` | `--"+f.flag+"` |") {
-			t.Errorf("../../README.md has no row for %s (%s, --%s)", field, f.env, f.flag)
+	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 3) {
+		t.Errorf("../../README.md: %s", d)
+	}
+}
+
+// TestConfigFieldsCoverConfig: every Config field has a row in the table,
+// and every row names a field, so a new field cannot miss its flag.
+func TestConfigFieldsCoverConfig(t *testing.T) {
+	for _, m := range configFields.Missing() {
+		t.Error(m)
+	}
+}
+
+// TestSubcommandFlags: kafkaFlags and serveFlags register every row of the
+// table between them, each once.
+func TestSubcommandFlags(t *testing.T) {
+	var c Config
+	kafka, serve := newFlagSet("kafka"), newFlagSet("serve")
+	kafka.kafkaFlags(&c)
+	serve.serveFlags(&c)
+	for _, f := range configFields {
+		if (kafka.Lookup(f.Flag) != nil) == (serve.Lookup(f.Flag) != nil) {
+			t.Errorf("--%s: registered by kafkaFlags %v, by serveFlags %v; want exactly one", f.Flag, kafka.Lookup(f.Flag) != nil, serve.Lookup(f.Flag) != nil)
 		}
+	}
+}
+
+// TestEnvironRoundTrip: a configuration unlike the defaults in every field,
+// turned into variables and parsed back, is itself; so is one that empties
+// what can be empty, through flags (no variable can clear a default).
+func TestEnvironRoundTrip(t *testing.T) {
+	full := Config{
+		Brokers: []string{"k1:1", "k2:2"}, Topic: "t.x", Partitions: 3, Replication: 2,
+		Addr: ":9", MaxBodyBytes: 1000, MaxRecords: 5, MaxLineBytes: 500,
+		ProduceTimeout: 2 * time.Second, RetryAfter: 3 * time.Second, ShutdownTimeout: 4 * time.Second,
+		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour,
+		FeedKeys: "keys", LogLevel: "debug",
+	}
+	open := full
+	open.FeedKeys, open.InsecureOpenIntake = "", true
+	noKeys := DefaultConfig()
+	noKeys.Addr = "127.0.0.1:0"
+	tests := []struct {
+		name      string
+		c         Config
+		wantFlags []string
+	}{
+		{"every field set", full, nil},
+		{"open intake", open, []string{"--feed-keys="}},
+		{"defaults", noKeys, []string{"--feed-keys="}},
+	}
+	d := DefaultConfig()
+	for i, v := 0, reflect.ValueOf(full); i < v.NumField(); i++ {
+		if name := v.Type().Field(i).Name; name != "InsecureOpenIntake" && reflect.DeepEqual(v.Field(i).Interface(), reflect.ValueOf(d).Field(i).Interface()) {
+			t.Fatalf("field %s is its default: the round trip would not test it", name)
+		}
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vars, flags := tc.c.Environ()
+			if !slices.Equal(flags, tc.wantFlags) || len(vars)+len(flags) != len(configFields) {
+				t.Fatalf("Environ = %v, %v; want a variable per field but flags %v", vars, flags, tc.wantFlags)
+			}
+			env := map[string]string{"NOFLY_INGEST_FEED_KEYS": "inherited"} // loses to --feed-keys=
+			for _, kv := range vars {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			got, err := parseServe(flags, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.c) {
+				t.Fatalf("parsed back\n%+v\nwant\n%+v", got, tc.c)
+			}
+		})
 	}
 }
