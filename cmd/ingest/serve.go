@@ -19,6 +19,7 @@ import (
 
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/ingest/feedkey"
+	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -219,30 +220,33 @@ func (s *service) ready(ctx context.Context) error {
 	if s.prod.get() == nil {
 		return errors.New("not connected to kafka yet")
 	}
-	return topicReady(ctx, s.admin, s.cfg.Topic, 0)
+	return topicReady(ctx, s.admin, s.cfg.Topic)
 }
 
-var errPartitionCount = errors.New("topic has another partition count than configured")
+// errPartitionCount: the topic exists with another partition count than
+// configured.
+var errPartitionCount = kafkatopic.ErrPartitionCount
 
-// ensureTopic creates the topic with the configured partition count unless
-// it exists (auto-creation is off on the broker), then checks its partition
-// count and leaders.
+// topicWait bounds one ensureTopic: long enough for a new topic's leaders,
+// short enough that connect logs its retries while Kafka is down.
+const topicWait = 10 * time.Second
+
+// ensureTopic creates the topic with the configured partition count and
+// replication unless it exists (auto-creation is off on the broker), and waits
+// until every partition has a leader. Another partition count fails at once,
+// naming the setting.
 func ensureTopic(ctx context.Context, c *kafka.Client, cfg Config) error {
-	res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: cfg.Topic, NumPartitions: cfg.Partitions, ReplicationFactor: cfg.Replication,
-	}}})
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+	_, err := kafkatopic.Ensure(ctx, cfg.Brokers, kafkatopic.Spec{Name: cfg.Topic, Partitions: cfg.Partitions,
+		Replication: cfg.Replication, Wait: topicWait, Transport: c.Transport})
+	if errors.Is(err, errPartitionCount) {
+		return fmt.Errorf("%w (the count wanted is NOFLY_TELEMETRY_PARTITIONS, --partitions)", err)
 	}
-	if err := res.Errors[cfg.Topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
-	}
-	return topicReady(ctx, c, cfg.Topic, cfg.Partitions)
+	return err
 }
 
-// topicReady checks that every partition of topic has a leader and, when
-// partitions > 0, that there are that many.
-func topicReady(ctx context.Context, c *kafka.Client, topic string, partitions int) error {
+// topicReady checks that the broker answers metadata for topic with a leader
+// for every partition.
+func topicReady(ctx context.Context, c *kafka.Client, topic string) error {
 	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
@@ -253,11 +257,7 @@ func topicReady(ctx context.Context, c *kafka.Client, topic string, partitions i
 		}
 		return fmt.Errorf("topic %s not in metadata", topic)
 	}
-	ps := md.Topics[0].Partitions
-	if partitions > 0 && len(ps) != partitions {
-		return fmt.Errorf("%w: %s has %d partitions, configured %d (NOFLY_TELEMETRY_PARTITIONS)", errPartitionCount, topic, len(ps), partitions)
-	}
-	for _, p := range ps {
+	for _, p := range md.Topics[0].Partitions {
 		if p.Error != nil || p.Leader.Host == "" {
 			return fmt.Errorf("partition %d of %s has no leader", p.ID, topic)
 		}

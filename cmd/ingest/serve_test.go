@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,6 +119,11 @@ func TestServeWrongPartitionCount(t *testing.T) {
 	err = svc.run(ctx)
 	if !errors.Is(err, errPartitionCount) {
 		t.Fatalf("run returned %v, want the partition count error", err)
+	}
+	for _, want := range []string{"has 2 partitions, want 3", "NOFLY_TELEMETRY_PARTITIONS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
 

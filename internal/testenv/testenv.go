@@ -22,6 +22,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/internal/kafkatopic"
 )
 
 const startHint = "start the services with `bash scripts/services.sh start` (or run the README's test command, which does)"
@@ -136,47 +138,12 @@ func topicSafe(name string) string {
 }
 
 // EnsureTopic creates topic with partitions partitions unless it exists, and
-// waits for every partition to have a leader.
+// waits up to 60 s for every partition to have a leader: kafkatopic.Ensure
+// with replication 1 (our brokers are single nodes) and the exact count, so
+// an existing topic with another count fails (kafkatopic.ErrPartitionCount).
 func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
-	// A Client without a Transport shares kafka.DefaultTransport's pooled
-	// connections, which go stale when a test restarts its broker.
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 15 * time.Second, Transport: tr}
-	created := false
-	return WaitFor(ctx, 60*time.Second, func() error {
-		if !created {
-			res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-				Topic: topic, NumPartitions: partitions, ReplicationFactor: 1,
-			}}})
-			if err != nil {
-				return fmt.Errorf("create topics: %w", err)
-			}
-			if err := res.Errors[topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-				if errors.Is(err, kafka.InvalidTopic) || errors.Is(err, kafka.InvalidPartitionNumber) {
-					return permanent{fmt.Errorf("create topic %s: %w", topic, err)}
-				}
-				return fmt.Errorf("create topic %s: %w", topic, err)
-			}
-			created = true
-		}
-		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-		if err != nil {
-			return err
-		}
-		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-			return fmt.Errorf("topic %s not in metadata yet", topic)
-		}
-		if n := len(md.Topics[0].Partitions); n != partitions {
-			return fmt.Errorf("topic %s has %d partitions, want %d", topic, n, partitions)
-		}
-		for _, p := range md.Topics[0].Partitions {
-			if p.Error != nil || p.Leader.Host == "" {
-				return fmt.Errorf("partition %d has no leader yet", p.ID)
-			}
-		}
-		return nil
-	})
+	_, err := kafkatopic.Ensure(ctx, brokers, kafkatopic.Spec{Name: topic, Partitions: partitions, Replication: 1})
+	return err
 }
 
 // WaitFor polls cond until it returns nil or the timeout passes, and returns
