@@ -17,6 +17,7 @@ import (
 
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/internal/committed"
+	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -247,7 +248,7 @@ func TestEventsTopicPartitionCount(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err := serve(ctx, cfg, testLog(t), nil)
-	if !errors.Is(err, errPartitionCount) || !strings.Contains(err.Error(), "has 2 partitions, want 3") {
+	if !errors.Is(err, kafkatopic.ErrPartitionCount) || !strings.Contains(err.Error(), "has 2 partitions, want 3") {
 		t.Fatalf("serve = %v, want an error about the partition counts (2, want 3)", err)
 	}
 	t.Logf("refused: %v", err)

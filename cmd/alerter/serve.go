@@ -16,6 +16,7 @@ import (
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -44,7 +45,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if err := rc.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", cfg.RedisAddr, err)
 	}
-	partitions, err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions, false)
+	// The telemetry topic is taken with whatever count it has (ingest
+	// checks it); the events topic must match it.
+	partitions, err := kafkatopic.Ensure(ctx, cfg.Brokers, kafkatopic.Spec{Name: cfg.Topic, Partitions: cfg.Partitions, AnyCount: true})
 	if err != nil {
 		return err
 	}
@@ -138,8 +141,8 @@ func newDispatcher(ctx context.Context, cfg Config, partitions int, m *metrics, 
 	}
 	var ko *outbox.KafkaOutput
 	if cfg.EventsTopic != "" {
-		if _, err := ensureTopic(ctx, cfg.Brokers, cfg.EventsTopic, partitions, true); err != nil {
-			if errors.Is(err, errPartitionCount) {
+		if _, err := kafkatopic.Ensure(ctx, cfg.Brokers, kafkatopic.Spec{Name: cfg.EventsTopic, Partitions: partitions}); err != nil {
+			if errors.Is(err, kafkatopic.ErrPartitionCount) {
 				return nil, fmt.Errorf("events topic %s must have the partition count of the telemetry topic %s (%d), since partition p's events go to its partition p; recreate it or choose another --events-topic: %w",
 					cfg.EventsTopic, cfg.Topic, partitions, err)
 			}
