@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
@@ -106,6 +107,47 @@ func plainConsume(b *testing.B, p *pipeline, ends map[int]int64) time.Duration {
 	return time.Since(began)
 }
 
+// kgoConsume reads every partition to its end with one franz-go client
+// (direct partition assignment, no group) and decodes each record: the
+// fastest plain consumer, the alerter's fetch path's yardstick.
+func kgoConsume(b *testing.B, p *pipeline, ends map[int]int64) time.Duration {
+	began := time.Now()
+	parts := make(map[int32]kgo.Offset, p.partitions)
+	left := 0
+	for part := 0; part < p.partitions; part++ {
+		if ends[part] > 0 {
+			parts[int32(part)] = kgo.NewOffset().AtStart()
+			left++
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.topic: parts}),
+		kgo.FetchMaxBytes(8<<20), kgo.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	for left > 0 {
+		fs := cl.PollFetches(context.Background())
+		if err := fs.Err(); err != nil {
+			b.Fatal(err)
+		}
+		var derr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, err := telemetry.Decode(r.Value); err != nil && derr == nil {
+				derr = err
+			}
+			if r.Offset == ends[int(r.Partition)]-1 {
+				left--
+			}
+		})
+		if derr != nil {
+			b.Fatal(derr)
+		}
+	}
+	return time.Since(began)
+}
+
 // runAlerter runs an alerter (own group and prefix) until it applied every
 // record, timing from the moment it joined the group; it returns the time
 // and the Redis round trips.
@@ -152,7 +194,7 @@ func runAlerter(b *testing.B, p *pipeline, total int64) (time.Duration, int64) {
 
 // BenchmarkAlerterVsPlainConsumer: the alerter flat out over a topic
 // already filled, against a plain kafka-go consumer that only decodes the
-// same topic, in the same run; and the alerter's Redis round trips per
+// same topic and a franz-go one that does the same, in the same run; and the alerter's Redis round trips per
 // 1,000 positions at the scenario's (~1.6%), 1% and 20% transitions.
 func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 	brokers, raddr := testenv.Kafka(b), testenv.Redis(b)
@@ -176,18 +218,24 @@ func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var plain, alert time.Duration
-			var plainCPU, alertCPU cpuSample
+			var plain, franz, alert time.Duration
+			var plainCPU, franzCPU, alertCPU cpuSample
 			var trips int64
 			runPlain := func() {
 				c0 := sampleCPU(p.rc)
 				plain += plainConsume(b, p, ends)
 				plainCPU = plainCPU.add(sampleCPU(p.rc).sub(c0))
 			}
+			runKgo := func() {
+				c0 := sampleCPU(p.rc)
+				franz += kgoConsume(b, p, ends)
+				franzCPU = franzCPU.add(sampleCPU(p.rc).sub(c0))
+			}
 			for i := 0; i < b.N; i++ {
 				// Alternate the order: the machine is shared and its load drifts.
 				if i%2 == 0 {
 					runPlain()
+					runKgo()
 				}
 				c0 := sampleCPU(p.rc)
 				d, n := runAlerter(b, p, int64(len(tc.recs)))
@@ -195,19 +243,23 @@ func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 				alert += d
 				trips += n
 				if i%2 == 1 {
+					runKgo()
 					runPlain()
 				}
 			}
 			n := float64(len(tc.recs) * b.N)
 			b.ReportMetric(n/plain.Seconds(), "plain_records/s")
 			b.ReportMetric(n/alert.Seconds(), "alerter_records/s")
+			b.ReportMetric(n/franz.Seconds(), "kgo_records/s")
 			b.ReportMetric(plain.Seconds()/alert.Seconds(), "ratio")
+			b.ReportMetric(franz.Seconds()/alert.Seconds(), "kgo_ratio")
 			b.ReportMetric(float64(trips)/n*1000, "redis_trips/1000rec")
 			// Where the CPU goes, per record: this process (decoding, and for
 			// the alerter the engine and the Redis client; the alerter's
 			// figure includes its group join and load) and Redis's main thread
 			// (scripts, AOF write and fsync). The broker is not counted.
 			b.ReportMetric(float64(plainCPU.self.Nanoseconds())/n, "plain_go_cpu_ns/rec")
+			b.ReportMetric(float64(franzCPU.self.Nanoseconds())/n, "kgo_go_cpu_ns/rec")
 			b.ReportMetric(float64(alertCPU.self.Nanoseconds())/n, "alerter_go_cpu_ns/rec")
 			b.ReportMetric(float64(alertCPU.redis.Nanoseconds())/n, "alerter_redis_cpu_ns/rec")
 		})
