@@ -1,0 +1,364 @@
+// Package reference is the independent reference the proofs compare the
+// alerter with: a brute-force scan of every record against
+// every zone, written apart from geofence/ and alerts/ — its own GeoJSON
+// reading, point-in-polygon (even-odd over all rings), haversine, vertical
+// and time checks, and the raise/clear rule of docs/design.md. The proofs
+// compare the alerter's output with it. It is deliberately simple and slow,
+// and shares no code with the packages it checks.
+package reference
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+// Zone is one zone as the reference reads it.
+type Zone struct {
+	id                string
+	def               string           // the feature's text: a changed zone has another
+	polys             [][][][2]float64 // polygons, each rings of (lon, lat)
+	circle            *[3]float64      // lon, lat, radius m
+	floor, ceiling    *refLimit
+	from, until       time.Time
+	buffer            float64
+	hasFrom, hasUntil bool
+}
+
+type refLimit struct {
+	m   float64
+	ref string
+}
+
+// LoadZones reads a GeoJSON zone file of the scenario's kind (Polygon,
+// MultiPolygon, Point with radius_m; floor/ceiling, active window, clear
+// buffer) with its own JSON reading.
+func LoadZones(path string) ([]Zone, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		Features []json.RawMessage `json:"features"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("reference: %s: %w", path, err)
+	}
+	type feature struct {
+		Properties map[string]any `json:"properties"`
+		Geometry   struct {
+			Type        string          `json:"type"`
+			Coordinates json.RawMessage `json:"coordinates"`
+		} `json:"geometry"`
+	}
+	var zs []Zone
+	for _, fb := range raw.Features {
+		var f feature
+		if err := json.Unmarshal(fb, &f); err != nil {
+			return nil, fmt.Errorf("reference: %s: %w", path, err)
+		}
+		pr := f.Properties
+		id, ok := pr["id"].(string)
+		if !ok {
+			return nil, fmt.Errorf("reference: %s: a feature without a string id", path)
+		}
+		z := Zone{id: id, def: string(fb)}
+		num := func(k string) (float64, bool) { v, ok := pr[k].(float64); return v, ok }
+		str := func(k, def string) string {
+			if v, ok := pr[k].(string); ok {
+				return v
+			}
+			return def
+		}
+		if v, ok := num("floor_m"); ok {
+			z.floor = &refLimit{v, str("floor_ref", "AMSL")}
+		}
+		if v, ok := num("ceiling_m"); ok {
+			z.ceiling = &refLimit{v, str("ceiling_ref", "AMSL")}
+		}
+		z.buffer, _ = num("clear_buffer_m")
+		if s := str("active_from", ""); s != "" {
+			z.from, _ = time.Parse(time.RFC3339, s)
+			z.hasFrom = true
+		}
+		if s := str("active_until", ""); s != "" {
+			z.until, _ = time.Parse(time.RFC3339, s)
+			z.hasUntil = true
+		}
+		switch f.Geometry.Type {
+		case "Polygon":
+			var p [][][2]float64
+			if err := json.Unmarshal(f.Geometry.Coordinates, &p); err != nil {
+				return nil, fmt.Errorf("reference: %s: zone %s: %w", path, id, err)
+			}
+			z.polys = [][][][2]float64{p}
+		case "MultiPolygon":
+			if err := json.Unmarshal(f.Geometry.Coordinates, &z.polys); err != nil {
+				return nil, fmt.Errorf("reference: %s: zone %s: %w", path, id, err)
+			}
+		case "Point":
+			var c [2]float64
+			if err := json.Unmarshal(f.Geometry.Coordinates, &c); err != nil {
+				return nil, fmt.Errorf("reference: %s: zone %s: %w", path, id, err)
+			}
+			r, _ := num("radius_m")
+			z.circle = &[3]float64{c[0], c[1], r}
+		default:
+			return nil, fmt.Errorf("reference: %s: zone %s: geometry %s not supported", path, id, f.Geometry.Type)
+		}
+		zs = append(zs, z)
+	}
+	return zs, nil
+}
+
+// evenOdd: a ray cast to +lon, crossing every ring (holes included).
+func evenOdd(rings [][][2]float64, lon, lat float64) bool {
+	in := false
+	for _, r := range rings {
+		for i, j := 0, len(r)-1; i < len(r); j, i = i, i+1 {
+			a, b := r[i], r[j]
+			if (a[1] > lat) != (b[1] > lat) && lon < (b[0]-a[0])*(lat-a[1])/(b[1]-a[1])+a[0] {
+				in = !in
+			}
+		}
+	}
+	return in
+}
+
+func haversineM(lon1, lat1, lon2, lat2 float64) float64 {
+	const r = 6378137.0 // the sphere of the contract (WGS84 equatorial radius)
+	rad := math.Pi / 180
+	dLat, dLon := (lat2-lat1)*rad, (lon2-lon1)*rad
+	h := math.Sin(dLat/2)*math.Sin(dLat/2) + math.Cos(lat1*rad)*math.Cos(lat2*rad)*math.Sin(dLon/2)*math.Sin(dLon/2)
+	return 2 * r * math.Asin(math.Sqrt(h))
+}
+
+// height returns the record's height in ref and whether it has one.
+func refHeight(p *telemetry.Position, ref string) (float64, bool) {
+	altRef := p.AltRef
+	if altRef == "" {
+		altRef = "AMSL"
+	}
+	if p.AltM != nil && altRef == ref {
+		return *p.AltM, true
+	}
+	if ref == "AGL" && p.AGLM != nil {
+		return *p.AGLM, true
+	}
+	return 0, false
+}
+
+// contains: horizontally within the zone grown by grow metres (grow only
+// for circles: polygons in the scenario have no buffer), vertically within
+// the limits widened by grow, active at ts.
+func (z *Zone) contains(p *telemetry.Position, grow float64) bool {
+	if z.hasFrom && p.TS.Before(z.from) || z.hasUntil && !p.TS.Before(z.until) {
+		return false
+	}
+	if z.floor != nil {
+		if h, ok := refHeight(p, z.floor.ref); ok && h < z.floor.m-grow {
+			return false
+		}
+	}
+	if z.ceiling != nil {
+		if h, ok := refHeight(p, z.ceiling.ref); ok && h > z.ceiling.m+grow {
+			return false
+		}
+	}
+	if z.circle != nil {
+		return haversineM(p.Lon, p.Lat, z.circle[0], z.circle[1]) <= z.circle[2]+grow
+	}
+	if grow > 0 {
+		panic("reference: clear buffers on polygons are not modelled")
+	}
+	for _, poly := range z.polys {
+		if evenOdd(poly, p.Lon, p.Lat) {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is what the proofs compare.
+type Event struct {
+	AlarmID, Type, DroneID, ZoneID string
+	Seq                            int64
+}
+
+func (e Event) String() string {
+	return fmt.Sprintf("%s %s %s/%s@%d", e.AlarmID[:8], e.Type, e.DroneID, e.ZoneID, e.Seq)
+}
+
+// AlarmID is the contract's alarm id: the first 16 bytes of
+// SHA-256(drone NUL zone NUL seq), hex.
+func AlarmID(drone, zone string, seq int64) string {
+	sum := sha256.Sum256([]byte(drone + "\x00" + zone + "\x00" + strconv.FormatInt(seq, 10)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Events runs docs/design.md's alarm semantics over the records in order.
+func Events(zones []Zone, recs []telemetry.Position) []Event {
+	return EventsReloaded([][]Zone{zones}, nil, recs)
+}
+
+// EventsReloaded is Events with zone-set reloads: records from
+// switchAt[i] on are judged against sets[i+1]. An active alarm whose zone
+// is gone from the set, or whose definition changed, clears at the drone's
+// next applied position (before that position is judged).
+func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []Event {
+	type key struct{ drone, zone string }
+	type alarm struct{ id, def string }
+	highest := map[string]int64{}
+	active := map[key]alarm{}
+	inZones := map[string][]string{} // drone -> zone ids with an active alarm, in raise order
+	var out []Event
+	set := 0
+	for i := range recs {
+		for set < len(switchAt) && i >= switchAt[set] {
+			set++
+		}
+		zones := sets[set]
+		p := &recs[i]
+		if h, ok := highest[p.DroneID]; ok && p.Seq <= h {
+			continue
+		}
+		highest[p.DroneID] = p.Seq
+		// Reload clears first.
+		var keep []string
+		for _, zid := range inZones[p.DroneID] {
+			k := key{p.DroneID, zid}
+			a := active[k]
+			still := false
+			for zi := range zones {
+				if zones[zi].id == zid && zones[zi].def == a.def {
+					still = true
+				}
+			}
+			if !still {
+				out = append(out, Event{a.id, "cleared", p.DroneID, zid, p.Seq})
+				delete(active, k)
+				continue
+			}
+			keep = append(keep, zid)
+		}
+		inZones[p.DroneID] = keep
+		for zi := range zones {
+			z := &zones[zi]
+			k := key{p.DroneID, z.id}
+			if a, in := active[k]; in {
+				if !z.contains(p, z.buffer) {
+					out = append(out, Event{a.id, "cleared", p.DroneID, z.id, p.Seq})
+					delete(active, k)
+				}
+			} else if z.contains(p, 0) {
+				id := AlarmID(p.DroneID, z.id, p.Seq)
+				out = append(out, Event{id, "raised", p.DroneID, z.id, p.Seq})
+				active[k] = alarm{id, z.def}
+				inZones[p.DroneID] = append(inZones[p.DroneID], z.id)
+			}
+		}
+		var live []string
+		for _, zid := range inZones[p.DroneID] {
+			if _, ok := active[key{p.DroneID, zid}]; ok {
+				live = append(live, zid)
+			}
+		}
+		inZones[p.DroneID] = live
+	}
+	return out
+}
+
+// Diff is got compared with want as sets of (alarm_id, type, drone_id,
+// zone_id, seq); the lists hold at most 10 each, sorted.
+type Diff struct {
+	Got, Want                     int
+	Missing, Extra, Duplicated    []Event
+	NMissing, NExtra, NDuplicated int
+}
+
+// OK reports whether got equals want: nothing missing, extra or doubled.
+func (d Diff) OK() bool { return d.NMissing+d.NExtra+d.NDuplicated == 0 }
+
+func (d Diff) String() string {
+	if d.OK() {
+		return fmt.Sprintf("%d events equal the reference (0 missing, 0 duplicate)", d.Got)
+	}
+	return fmt.Sprintf("%d events, reference %d: %d missing %v, %d unexpected %v, %d duplicated %v",
+		d.Got, d.Want, d.NMissing, d.Missing, d.NExtra, d.Extra, d.NDuplicated, d.Duplicated)
+}
+
+// ErrReferenceDuplicate: the reference itself produced an event twice (a
+// bug of the reference or of its input).
+var ErrReferenceDuplicate = errors.New("reference: duplicate event")
+
+// Compare compares got with want.
+func Compare(want, got []Event) (Diff, error) {
+	wantSet := map[Event]bool{}
+	for _, e := range want {
+		if wantSet[e] {
+			return Diff{}, fmt.Errorf("%w: %v", ErrReferenceDuplicate, e)
+		}
+		wantSet[e] = true
+	}
+	gotN := map[Event]int{}
+	var dups, extra []Event
+	for _, e := range got {
+		gotN[e]++
+		if gotN[e] == 2 {
+			dups = append(dups, e)
+		}
+		if !wantSet[e] && gotN[e] == 1 {
+			extra = append(extra, e)
+		}
+	}
+	var missing []Event
+	for _, e := range want {
+		if gotN[e] == 0 {
+			missing = append(missing, e)
+		}
+	}
+	first := func(es []Event) []Event {
+		sort.Slice(es, func(i, j int) bool { return es[i].String() < es[j].String() })
+		if len(es) > 10 {
+			es = es[:10]
+		}
+		return es
+	}
+	return Diff{Got: len(got), Want: len(want),
+		NMissing: len(missing), NExtra: len(extra), NDuplicated: len(dups),
+		Missing: first(missing), Extra: first(extra), Duplicated: first(dups)}, nil
+}
+
+// ParseEvents reads NDJSON alarm events (the outbox's, alerts.events',
+// replay's); an event whose event_id is not alarm_id:type is an error.
+func ParseEvents(lines [][]byte) ([]Event, error) {
+	out := make([]Event, 0, len(lines))
+	for _, l := range lines {
+		var e struct {
+			EventID string `json:"event_id"`
+			AlarmID string `json:"alarm_id"`
+			Type    string `json:"type"`
+			DroneID string `json:"drone_id"`
+			ZoneID  string `json:"zone_id"`
+			Seq     int64  `json:"seq"`
+		}
+		if err := json.Unmarshal(l, &e); err != nil {
+			return nil, fmt.Errorf("reference: event %s: %w", strings.TrimSpace(string(l)), err)
+		}
+		if e.EventID != e.AlarmID+":"+e.Type {
+			return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type", e.EventID)
+		}
+		out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq})
+	}
+	return out, nil
+}
