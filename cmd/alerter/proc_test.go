@@ -71,40 +71,24 @@ type proc struct {
 	logPath string
 }
 
-// startProc starts the alerter binary with cfg in its environment, and
-// extra (KEY=value) after it.
+// startProc starts `alerter serve` configured as cfg (Config.Environ: its
+// variables, and flags for its empty fields, such as an empty events topic
+// that turns dispatch to Kafka off), on a free HTTP port and at log level
+// info (logLines reads the info lines), with extra (KEY=value) after the
+// variables.
 func (p *pipeline) startProc(name string, cfg Config, extra ...string) *proc {
 	t := p.t
 	port := testenv.FreePort(t)
 	cfg.HTTPAddr = "127.0.0.1:" + strconv.Itoa(port)
-	env := append(os.Environ(),
-		"NOFLY_KAFKA_BROKERS="+strings.Join(cfg.Brokers, ","),
-		"NOFLY_TELEMETRY_TOPIC="+cfg.Topic,
-		"NOFLY_TELEMETRY_PARTITIONS="+strconv.Itoa(cfg.Partitions),
-		"NOFLY_ALERTER_GROUP="+cfg.Group,
-		"NOFLY_REDIS_ADDR="+cfg.RedisAddr,
-		"NOFLY_REDIS_PREFIX="+cfg.RedisPrefix,
-		"NOFLY_ZONES="+cfg.Zones,
-		"NOFLY_ALERTER_BATCH="+strconv.Itoa(cfg.Batch),
-		"NOFLY_ALERTER_LINGER="+cfg.Linger.String(),
-		"NOFLY_ALERTER_SESSION_TIMEOUT="+cfg.SessionTimeout.String(),
-		"NOFLY_ALERTER_HEARTBEAT="+cfg.HeartbeatInterval.String(),
-		"NOFLY_ALERTER_REBALANCE_TIMEOUT="+cfg.RebalanceTimeout.String(),
-		"NOFLY_ALERTER_HTTP="+cfg.HTTPAddr,
-		"NOFLY_LOG_LEVEL=info",
-		"NOFLY_WEBHOOKS="+(*webhookFlag)(&cfg.Webhooks).String(),
-		"NOFLY_WEBHOOK_MAX_ATTEMPTS="+strconv.Itoa(cfg.WebhookMaxAttempts),
-		"NOFLY_WEBHOOK_TIMEOUT="+cfg.WebhookTimeout.String(),
-	)
-	env = append(env, extra...)
+	cfg.LogLevel = "info"
+	vars, flags := cfg.Environ()
+	env := append(append(os.Environ(), vars...), extra...)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A flag, not the variable: an empty topic (dispatch to Kafka off)
-	// must override the default.
-	cmd := exec.Command(alerterBinary(t), "serve", "--events-topic="+cfg.EventsTopic)
+	cmd := exec.Command(alerterBinary(t), append([]string{"serve"}, flags...)...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {

@@ -110,14 +110,18 @@ func run(ctx context.Context, c config) error {
 	topic := runID + ".telemetry.positions"
 	eventsTopic := runID + ".alerts.events"
 	ingestAddr, alerterAddr := freeAddr(), freeAddr()
-	common := []string{"NOFLY_KAFKA_BROKERS=" + c.brokers, "NOFLY_TELEMETRY_TOPIC=" + topic,
-		"NOFLY_TELEMETRY_PARTITIONS=" + strconv.Itoa(c.partitions), "NOFLY_LOG_LEVEL=warn"}
-	ingest := start(ctx, tmp+"/ingest", []string{"serve"}, append(common, "NOFLY_INGEST_ADDR="+ingestAddr), tmp+"/ingest.log")
+	// Flags, not NOFLY_* variables: a flag the command no longer has stops
+	// it at start, where a variable it no longer reads would be ignored and
+	// its default used (each command's table is in its package main, which
+	// the demo cannot import). Flags also win over any NOFLY_* variable of
+	// the shell the demo runs in.
+	common := []string{"--brokers=" + c.brokers, "--topic=" + topic,
+		"--partitions=" + strconv.Itoa(c.partitions), "--log-level=warn"}
+	ingest := start(ctx, tmp+"/ingest", append([]string{"serve", "--addr=" + ingestAddr}, common...), tmp+"/ingest.log")
 	defer ingest.stop()
-	alerter := start(ctx, tmp+"/alerter", nil, append(common, "NOFLY_REDIS_ADDR="+c.redis,
-		"NOFLY_REDIS_PREFIX="+runID, "NOFLY_ALERTER_GROUP="+runID, "NOFLY_ZONES="+c.zones,
-		"NOFLY_EVENTS_TOPIC="+eventsTopic,
-		"NOFLY_ALERTER_HTTP="+alerterAddr), tmp+"/alerter.log")
+	alerter := start(ctx, tmp+"/alerter", append([]string{"serve", "--redis=" + c.redis,
+		"--redis-prefix=" + runID, "--group=" + runID, "--zones=" + c.zones,
+		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}, common...), tmp+"/alerter.log")
 	defer alerter.stop()
 
 	if err := waitHTTP(ctx, "http://"+ingestAddr+"/readyz", ingest); err != nil {
@@ -505,10 +509,9 @@ type proc struct {
 	done chan error
 }
 
-func start(ctx context.Context, bin string, args, env []string, logPath string) *proc {
+func start(ctx context.Context, bin string, args []string, logPath string) *proc {
 	lf, _ := os.Create(logPath)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
 	if err := cmd.Start(); err != nil {
