@@ -64,8 +64,16 @@ type Options struct {
 	Logger     *slog.Logger // slog.Default() when nil
 
 	// BeforeCommit, when not nil, is called before each batch's Redis
-	// commit with the version the batch was applied on (fault injection).
-	BeforeCommit func(expected int64)
+	// commit (fault injection: the zombie proof freezes the process there).
+	BeforeCommit func(CommitPoint)
+}
+
+// CommitPoint is a batch about to be committed: its partition, the
+// generation that owns it, and the version it was applied on.
+type CommitPoint struct {
+	Partition  int
+	Generation int32
+	Expected   int64
 }
 
 // Defaults of the group timeouts.
@@ -261,7 +269,7 @@ func (g *Group) runPartition(ctx context.Context, oc *offsetCommitter, partition
 	log := g.log.With("partition", partition, "generation", genID)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := g.consume(ctx, oc, partition, committed, log)
+		err := g.consume(ctx, oc, partition, genID, committed, log)
 		if ctx.Err() != nil {
 			return
 		}

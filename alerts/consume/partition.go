@@ -27,7 +27,7 @@ type applied struct {
 // hand each batch to the sequencer, which commits them in order while the
 // next is fetched. Any error returned leaves the engine behind: the caller
 // reloads from Redis.
-func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int, committed int64, log *slog.Logger) error {
+func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int, genID int32, committed int64, log *slog.Logger) error {
 	snap, err := g.store.Load(ctx, partition)
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 	fctx, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
 	seq := startSequencer(ctx, func(ctx context.Context, b applied) error {
-		return g.commit(ctx, oc, partition, b, log)
+		return g.commit(ctx, oc, partition, genID, b, log)
 	}, stopFetch)
 	defer seq.close()
 
@@ -97,10 +97,10 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 // Kafka. The commit is not cut short by the end of the generation: the
 // partition goroutine (and so the rejoin) waits for its outcome, so the
 // next owner loads after it.
-func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, b applied, log *slog.Logger) error {
+func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, genID int32, b applied, log *slog.Logger) error {
 	out := b.out
 	if g.o.BeforeCommit != nil {
-		g.o.BeforeCommit(out.Expected) // before the timeout starts
+		g.o.BeforeCommit(CommitPoint{Partition: partition, Generation: genID, Expected: out.Expected}) // before the timeout starts
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	res, err := g.store.Commit(cctx, partition, out.Expected, out.Batch)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/nofly-dev/nofly/alerts/consume"
 )
 
 // Test-only fault injection: TestZombieProof needs an alerter frozen with a
@@ -71,9 +73,11 @@ func (f *faults) beforeCommit(expected int64, log *slog.Logger) {
 }
 
 // hook is the runtime's BeforeCommit hook (consume.Options), nil when off.
-func (f *faults) hook(log *slog.Logger) func(expected int64) {
+func (f *faults) hook(log *slog.Logger) func(consume.CommitPoint) {
 	if f == nil {
 		return nil
 	}
-	return func(expected int64) { f.beforeCommit(expected, log) }
+	return func(c consume.CommitPoint) {
+		f.beforeCommit(c.Expected, log.With("partition", c.Partition, "generation", c.Generation))
+	}
 }

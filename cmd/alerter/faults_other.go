@@ -2,7 +2,11 @@
 
 package main
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/nofly-dev/nofly/alerts/consume"
+)
 
 // faults.go's test-only fault injection needs SIGSTOP, which this platform
 // does not have: NOFLY_FAULT_STOP_BEFORE_COMMIT is ignored here.
@@ -19,4 +23,4 @@ func faultsFromEnv(getenv func(string) string, log *slog.Logger) *faults {
 
 func (*faults) beforeCommit(int64, *slog.Logger) {}
 
-func (*faults) hook(*slog.Logger) func(int64) { return nil }
+func (*faults) hook(*slog.Logger) func(consume.CommitPoint) { return nil }
