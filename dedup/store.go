@@ -26,7 +26,9 @@ var ErrFenced = errors.New("dedup: partition version changed: fenced")
 // NoVersion is the version of a partition nothing was ever applied to.
 const NoVersion int64 = -1
 
-// DefaultEventTTL is how long an event's unique key is kept.
+// DefaultEventTTL is how long an event's unique key is kept at least: an
+// event with the same id is not appended again for that long (the Redis
+// store keeps it up to one and a half times that, docs/redis-layout.md).
 const DefaultEventTTL = 7 * 24 * time.Hour
 
 // Snapshot is a partition's stored state.

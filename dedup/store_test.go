@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,13 +170,22 @@ func TestRedisKeysShareHashTagAndExpire(t *testing.T) {
 	if s.Keys(3) != k {
 		t.Errorf("store keys of partition 3 = %q, want %q", s.Keys(3).Tag(), k.Tag())
 	}
-	for key, typ := range map[string]string{k.Applied(): "string", k.Drones(): "hash", k.Outbox(): "stream", k.Event("e1"): "string"} {
+	bucket, exp := onlyBucket(t, c, k, "2")
+	for key, typ := range map[string]string{k.Applied(): "string", k.Drones(): "hash", k.Outbox(): "stream",
+		k.EventMark(): "string", bucket: "hash", k.Event("e1"): "none", k.Legacy(): "none"} {
 		if got := c.Type(ctx, key).Val(); got != typ {
 			t.Errorf("TYPE %s = %q, want %q", key, got, typ)
 		}
 	}
-	if ttl := c.TTL(ctx, k.Event("e1")).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-		t.Errorf("unique key TTL = %v, want about 1h", ttl)
+	if v := c.HGet(ctx, bucket, "e1").Val(); v != "1" {
+		t.Errorf("HGET %s e1 = %q, want \"1\"", bucket, v)
+	}
+	// One expiry a bucket, named by it: at least a TTL, at most one and a half.
+	if pttl := c.PTTL(ctx, bucket).Val(); pttl <= 89*time.Minute || pttl > 90*time.Minute {
+		t.Errorf("bucket PTTL = %v, want about 1h30m", pttl)
+	}
+	if at := c.PExpireTime(ctx, bucket).Val(); at != time.Duration(exp)*time.Millisecond {
+		t.Errorf("bucket expires at %v ms, its name says %d", at.Milliseconds(), exp)
 	}
 	if got := c.Get(ctx, k.Applied()).Val(); got != "2" {
 		t.Errorf("applied = %q", got)
@@ -260,4 +271,181 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 		seen[id] = true
 	}
 	t.Logf("%d batches, %d connection kills, %d failed commits", batches, kills, failures)
+}
+
+// onlyBucket reads the partition's event mark, checks that its applied
+// offset is applied and that it names one bucket, and returns that bucket's
+// key and expiry.
+func onlyBucket(t *testing.T, c *redis.Client, k redislayout.Keys, applied string) (string, int64) {
+	t.Helper()
+	bs := markBuckets(t, c, k, applied)
+	if len(bs) != 1 {
+		t.Fatalf("mark names buckets %v, want one", bs)
+	}
+	return k.EventBucket(bs[0]), bs[0]
+}
+
+// markBuckets returns the bucket expiries the partition's event mark names,
+// checking that its first word is applied.
+func markBuckets(t *testing.T, c *redis.Client, k redislayout.Keys, applied string) []int64 {
+	t.Helper()
+	mark, err := c.Get(context.Background(), k.EventMark()).Result()
+	if err != nil {
+		t.Fatalf("GET %s: %v", k.EventMark(), err)
+	}
+	w := strings.Fields(mark)
+	if len(w) == 0 || w[0] != applied {
+		t.Fatalf("mark %q: want it to start with the applied offset %s", mark, applied)
+	}
+	var out []int64
+	for _, s := range w[1:] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("mark %q: %v", mark, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// committer commits batches of events on one partition of a Redis store,
+// following the version, and drops the drone states before each commit: the
+// unique keys are all that stands between a decision taken again and a
+// second append.
+type committer struct {
+	t       *testing.T
+	s       *dedup.Redis
+	c       *redis.Client
+	version int64
+	legacy  bool // commit with the earlier layout's script
+}
+
+func (w *committer) commit(ids ...string) dedup.Result {
+	w.t.Helper()
+	ctx := context.Background()
+	if err := w.c.Del(ctx, w.s.Keys(0).Drones()).Err(); err != nil {
+		w.t.Fatal(err)
+	}
+	b := dedup.Batch{Drones: map[string][]byte{"A": []byte("s")}, Applied: w.version + 1}
+	for _, id := range ids {
+		b.Events = append(b.Events, ev(id))
+	}
+	commit := w.s.Commit
+	if w.legacy {
+		commit = w.s.LegacyCommit
+	}
+	res, err := commit(ctx, 0, w.version, b)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.version = b.Applied
+	return res
+}
+
+func (w *committer) want(res dedup.Result, appended, suppressed int, what string) {
+	w.t.Helper()
+	if res != (dedup.Result{Appended: appended, Suppressed: suppressed}) {
+		w.t.Errorf("%s: %+v, want %d appended, %d suppressed", what, res, appended, suppressed)
+	}
+}
+
+// TestRedisUniqueKeyAcrossBuckets: with a TTL of 2 s a bucket takes new ids
+// for 1 s and expires 3 s after it was created. An id is suppressed in the
+// bucket after its own and until its bucket expires (at least the TTL after
+// it was claimed), the expired bucket is dropped from the mark, and only
+// then is the id appended again.
+func TestRedisUniqueKeyAcrossBuckets(t *testing.T) {
+	c := testenv.RedisClient(t)
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "t", EventTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys(0)
+	w := &committer{t: t, s: s, c: c, version: dedup.NoVersion}
+	t0 := time.Now()
+	w.want(w.commit("a", "a"), 1, 1, "a twice in its first batch")
+	first, _ := onlyBucket(t, c, k, "0")
+
+	time.Sleep(time.Until(t0.Add(1200 * time.Millisecond)))
+	w.want(w.commit("a", "b"), 1, 1, "a again once its bucket closed, b new")
+	bs := markBuckets(t, c, k, "1")
+	if len(bs) != 2 || k.EventBucket(bs[0]) != first {
+		t.Fatalf("mark buckets %v: want the first (%s) and a second", bs, first)
+	}
+	if !c.HExists(context.Background(), k.EventBucket(bs[1]), "b").Val() || c.HExists(context.Background(), k.EventBucket(bs[1]), "a").Val() {
+		t.Errorf("second bucket: want b and not a (a stays claimed in the first)")
+	}
+
+	time.Sleep(time.Until(t0.Add(1900 * time.Millisecond)))
+	w.want(w.commit("a", "b"), 0, 2, "a and b within the TTL of their claims")
+
+	time.Sleep(time.Until(t0.Add(3300 * time.Millisecond)))
+	w.want(w.commit("a", "b"), 1, 1, "a once the first bucket expired, b whose bucket lives")
+	if bs := markBuckets(t, c, k, "3"); len(bs) != 2 || k.EventBucket(bs[0]) == first {
+		t.Errorf("mark buckets %v: want the expired first bucket gone and two live", bs)
+	}
+}
+
+// TestRedisUpgradeFromPerEventKeys: a partition written by the earlier
+// layout (a SET NX EX string per event) and then committed on the bucket
+// layout keeps suppressing the events claimed before the upgrade until their
+// keys expire; so does a partition an earlier release's alerter committed to
+// after this one had (a mixed-version group during a rolling upgrade). A
+// partition only this layout ever wrote never reads the old keys.
+func TestRedisUpgradeFromPerEventKeys(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.RedisClient(t)
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "t", EventTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys(0)
+	old := &committer{t: t, s: s, c: c, version: dedup.NoVersion, legacy: true}
+	old.want(old.commit("a", "b", "c"), 3, 0, "earlier release")
+	if c.Type(ctx, k.Event("a")).Val() != "string" || c.Exists(ctx, k.EventMark()).Val() != 0 {
+		t.Fatal("the legacy script did not write the earlier layout")
+	}
+	snap, err := s.Load(ctx, 0)
+	if err != nil || snap.Applied != 0 {
+		t.Fatalf("load of the earlier layout: %+v, %v", snap, err)
+	}
+
+	w := &committer{t: t, s: s, c: c, version: old.version}
+	w.want(w.commit("a", "d"), 1, 1, "first commit after the upgrade: a claimed before it, d new")
+	if pttl := c.PTTL(ctx, k.Legacy()).Val(); pttl <= 59*time.Minute || pttl > time.Hour {
+		t.Errorf("legacy flag PTTL = %v, want about the TTL (1h)", pttl)
+	}
+	w.want(w.commit("b", "d"), 0, 2, "second commit: b claimed before the upgrade, d after")
+	if err := c.Del(ctx, k.Event("c")).Err(); err != nil { // as if it expired
+		t.Fatal(err)
+	}
+	w.want(w.commit("c"), 1, 0, "c once its old key expired")
+
+	// The flag expired (it outlives every key written before it was set,
+	// those having at most a TTL left then); an earlier release's alerter
+	// commits; this layout takes the partition back and must read the old
+	// keys again.
+	if err := c.Del(ctx, k.Legacy()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w.want(w.commit("d", "g"), 1, 1, "no flag: d claimed in a bucket, g new")
+	if c.Exists(ctx, k.Legacy()).Val() != 0 {
+		t.Error("a commit after this layout's own commit set the legacy flag")
+	}
+	old.version = w.version
+	old.want(old.commit("e"), 1, 0, "earlier release after the upgrade")
+	w.version = old.version
+	w.want(w.commit("e", "f"), 1, 1, "back on this layout: e claimed by the earlier release, f new")
+	if c.Exists(ctx, k.Legacy()).Val() != 1 {
+		t.Error("the legacy flag was not set again")
+	}
+
+	// A fresh partition: no legacy flag, no old keys written.
+	fresh := &committer{t: t, s: s, c: c, version: dedup.NoVersion}
+	fresh.s, _ = dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "t", EventTTL: time.Hour})
+	fresh.want(fresh.commit("a"), 1, 0, "fresh partition")
+	fk := fresh.s.Keys(0)
+	if c.Exists(ctx, fk.Legacy(), fk.Event("a")).Val() != 0 {
+		t.Error("a fresh partition got a legacy flag or an old-layout key")
+	}
 }

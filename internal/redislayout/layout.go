@@ -36,12 +36,37 @@ func (k Keys) Drones() string { return k.tag + ":drones" }
 // Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).
 func (k Keys) Outbox() string { return k.tag + ":outbox" }
 
-// Event is the unique key of event id, claimed with SET NX EX.
+// Event is the unique key of event id in the layout before event buckets
+// (a string claimed with SET NX EX). It is no longer written; the commit
+// script still reads it while Legacy exists, so an upgrade keeps
+// suppressing the events claimed before it until their keys expire.
 func (k Keys) Event(id string) string { return k.EventPrefix() + id }
 
 // EventPrefix is what Event puts before an event id: the commit script gets
 // it as an argument and appends the ids itself, so each event travels once.
 func (k Keys) EventPrefix() string { return k.tag + ":ev:" }
+
+// EventBucket is the hash of the event ids claimed while it was the
+// partition's newest bucket (field = event id, value "1"); the bucket expires
+// at unix time expiresMS (milliseconds), which names it.
+func (k Keys) EventBucket(expiresMS int64) string {
+	return k.EventBucketPrefix() + strconv.FormatInt(expiresMS, 10)
+}
+
+// EventBucketPrefix is what EventBucket puts before the expiry: the commit
+// script gets it as an argument and names its buckets itself.
+func (k Keys) EventBucketPrefix() string { return k.tag + ":evb:" }
+
+// EventMark is the string "<applied> <expiry_ms>..." the commit script
+// writes with each batch: the applied offset it committed and the expiries
+// (so the names) of the event buckets still to be read, oldest first.
+func (k Keys) EventMark() string { return k.tag + ":evmark" }
+
+// Legacy is the string that, while it exists, makes the commit script also
+// read the per-event unique keys of the earlier layout (Event). It is set,
+// to expire one event TTL later, by a commit that finds the partition last
+// committed by something other than the bucket layout.
+func (k Keys) Legacy() string { return k.tag + ":evlegacy" }
 
 // Cursor is the string holding the stream id output last passed; output is
 // KafkaOutput or WebhookOutput(name).

@@ -20,6 +20,10 @@ func TestKeysPinned(t *testing.T) {
 		{"outbox", k.Outbox(), "{nofly:telemetry.positions:3}:outbox"},
 		{"event", k.Event("3f0c:raised"), "{nofly:telemetry.positions:3}:ev:3f0c:raised"},
 		{"event prefix", k.EventPrefix(), "{nofly:telemetry.positions:3}:ev:"},
+		{"event bucket", k.EventBucket(1764950400000), "{nofly:telemetry.positions:3}:evb:1764950400000"},
+		{"event bucket prefix", k.EventBucketPrefix(), "{nofly:telemetry.positions:3}:evb:"},
+		{"event mark", k.EventMark(), "{nofly:telemetry.positions:3}:evmark"},
+		{"legacy flag", k.Legacy(), "{nofly:telemetry.positions:3}:evlegacy"},
 		{"kafka cursor", k.Cursor(KafkaOutput), "{nofly:telemetry.positions:3}:cursor:kafka"},
 		{"webhook cursor", k.Cursor(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:cursor:webhook:ops"},
 		{"webhook dead letters", k.Dead(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:dead:webhook:ops"},
@@ -70,14 +74,17 @@ func TestDocMatchesLayout(t *testing.T) {
 	k := Of("<prefix>", "<topic>", 0)
 	generic := func(s string) string { return strings.Replace(s, k.Tag(), "<tag>", 1) }
 	code := map[string]string{ // method → key as the doc writes it
-		"Applied": generic(k.Applied()),
-		"Drones":  generic(k.Drones()),
-		"Outbox":  generic(k.Outbox()),
-		"Event":   generic(k.Event("<event_id>")),
-		"Cursor":  generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
-		"Dead":    generic(k.Dead(WebhookOutput("<name>"))),
+		"Applied":     generic(k.Applied()),
+		"Drones":      generic(k.Drones()),
+		"Outbox":      generic(k.Outbox()),
+		"Event":       generic(k.Event("<event_id>")),
+		"EventBucket": generic(k.EventBucketPrefix()) + "<expiry_ms>",
+		"EventMark":   generic(k.EventMark()),
+		"Legacy":      generic(k.Legacy()),
+		"Cursor":      generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
+		"Dead":        generic(k.Dead(WebhookOutput("<name>"))),
 	}
-	notKeys := []string{"Tag", "EventPrefix"}
+	notKeys := []string{"Tag", "EventPrefix", "EventBucketPrefix"}
 	if n := reflect.TypeFor[Keys]().NumMethod(); n != len(code)+len(notKeys) {
 		t.Fatalf("Keys has %d methods, this test knows %d: add the new key to docs/redis-layout.md and here", n, len(code)+len(notKeys))
 	}
@@ -98,8 +105,15 @@ func TestDocMatchesLayout(t *testing.T) {
 	if ex := Of("nofly", "telemetry.positions", 3).Tag(); !regexp.MustCompile(`tag = \{<prefix>:<topic>:<partition>\} +e\.g\. ` + regexp.QuoteMeta(ex)).MatchString(doc) {
 		t.Errorf("docs/redis-layout.md: the tag line does not read tag = {<prefix>:<topic>:<partition>} e.g. %s", ex)
 	}
-	if want := "`ARGV = expected_version, new_applied, ttl_seconds, n_drones, \"<tag>:ev:\""; generic(k.EventPrefix()) != "<tag>:ev:" || !strings.Contains(doc, want) {
-		t.Errorf("docs/redis-layout.md: the batch script's event key prefix is not %q (code: %q)", want, generic(k.EventPrefix()))
+	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\""; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
+		generic(k.EventPrefix()) != "<tag>:ev:" || !strings.Contains(doc, want) {
+		t.Errorf("docs/redis-layout.md: the batch script's key prefixes are not %q (code: %q, %q)", want, generic(k.EventBucketPrefix()), generic(k.EventPrefix()))
+	}
+	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy`"; !strings.Contains(doc, want) {
+		t.Errorf("docs/redis-layout.md: the batch script's KEYS line is not %q", want)
+	}
+	if k.EventBucket(1764000000000) != k.EventBucketPrefix()+"1764000000000" {
+		t.Errorf("EventBucket(1764000000000) = %q", k.EventBucket(1764000000000))
 	}
 
 	// The outbox entry's table, in order.
