@@ -227,6 +227,12 @@ func Decode(data []byte) (Position, error) {
 // With no warning DecodeWarn allocates nothing for warns; pass a reused
 // slice (warns[:0]) to keep it so when there are.
 func DecodeWarn(data []byte, warns []FieldWarning) (Position, []FieldWarning, error) {
+	return decodeJSON(data, warns)
+}
+
+// decodeJSON is DecodeWarn through encoding/json: the reference that
+// FuzzDecodeMatchesJSON holds the hand-written decoder to.
+func decodeJSON(data []byte, warns []FieldWarning) (Position, []FieldWarning, error) {
 	var w wire
 	if err := json.Unmarshal(data, &w); err != nil {
 		return Position{}, warns, jsonError(err)
@@ -302,115 +308,34 @@ func kindName(k string) string {
 	return k
 }
 
+// position validates what encoding/json read, as record.position does for
+// both decoders.
 func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) {
+	r := record{owned: true, reference: true, altM: w.AltM, altRef: w.AltRef, aglM: w.AGLM, speed: w.SpeedMPS,
+		heading: w.HeadingDeg, hAcc: w.HAccuracyM, vAcc: w.VAccuracyM}
+	if w.DroneID != nil {
+		r.set |= hasDroneID
+		r.droneID = *w.DroneID
+	}
+	if w.Seq != nil {
+		r.set |= hasSeq
+		r.seq = *w.Seq
+	}
+	if w.TS != nil {
+		r.set |= hasTS
+		r.ts = *w.TS
+	}
+	if w.Lat != nil {
+		r.set |= hasLat
+		r.lat = *w.Lat
+	}
+	if w.Lon != nil {
+		r.set |= hasLon
+		r.lon = *w.Lon
+	}
 	var p Position
-	switch {
-	case w.DroneID == nil:
-		return p, warns, &FieldError{"drone_id", "required"}
-	case !validDroneID(*w.DroneID):
-		return p, warns, &FieldError{"drone_id", "must be 1-64 characters of [A-Za-z0-9._:-]"}
-	case w.Seq == nil:
-		return p, warns, &FieldError{"seq", "required"}
-	case *w.Seq < 0:
-		return p, warns, &FieldError{"seq", "must not be negative"}
-	case w.TS == nil:
-		return p, warns, &FieldError{"ts", "required"}
-	case w.Lat == nil:
-		return p, warns, &FieldError{"lat", "required"}
-	case !finite(*w.Lat) || *w.Lat < -90 || *w.Lat > 90:
-		return p, warns, &FieldError{"lat", "must be between -90 and 90"}
-	case w.Lon == nil:
-		return p, warns, &FieldError{"lon", "required"}
-	case !finite(*w.Lon) || *w.Lon < -180 || *w.Lon > 180:
-		return p, warns, &FieldError{"lon", "must be between -180 and 180"}
-	}
-	ts, err := time.Parse(time.RFC3339Nano, *w.TS)
-	if err != nil {
-		return p, warns, &FieldError{"ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-12-02T10:15:03.250Z"}
-	}
-	p = Position{DroneID: *w.DroneID, Seq: *w.Seq, TS: ts.UTC(), Lat: *w.Lat, Lon: *w.Lon, AltRef: w.AltRef.ref}
-
-	alt, altOK, warns := number(&w.AltM, "alt_m", warns)
-	if altOK && alt == unknownHeightRID {
-		altOK = false
-	}
-	if w.AltRef.raw != nil {
-		warns = append(warns, FieldWarning{"alt_ref", quote(w.AltRef.raw) + " is not AMSL, WGS84 or AGL; dropped"})
-		if altOK {
-			// Without alt_ref, alt_m would be read as AMSL: the permissive
-			// reading when it was meant as AGL. Unknown height alarms.
-			warns = append(warns, FieldWarning{"alt_m", "dropped with alt_ref, which is unknown: the height counts as unknown"})
-			altOK = false
-		}
-	}
-	agl, aglOK, warns := number(&w.AGLM, "agl_m", warns)
-	if aglOK && agl == unknownHeightRID {
-		aglOK = false
-	}
-	if p.AltRef == RefAGL && altOK && aglOK && alt != agl {
-		warns = append(warns,
-			FieldWarning{"alt_m", "dropped: alt_ref AGL makes it the height above ground, and agl_m differs; which is right is unknown"},
-			FieldWarning{"agl_m", "dropped: it differs from alt_m, which alt_ref AGL makes the height above ground; which is right is unknown"})
-		altOK, aglOK = false, false
-	}
-	speed, speedOK, warns := number(&w.SpeedMPS, "speed_mps", warns)
-	switch {
-	case !speedOK:
-	case speed == unknownSpeedRID || speed == unknownSpeedMAVLink:
-		speedOK = false
-	case speed < 0:
-		warns = append(warns, FieldWarning{"speed_mps", formatFloat(speed) + " is negative; dropped"})
-		speedOK = false
-	case speed == 0:
-		speed = 0 // not -0
-	}
-	head, headOK, warns := number(&w.HeadingDeg, "heading_deg", warns)
-	switch {
-	case !headOK:
-	case head == unknownTrackRID || head == unknownHeadingMAVLink:
-		headOK = false
-	case head < -360 || head > 360:
-		warns = append(warns, FieldWarning{"heading_deg", formatFloat(head) + " is outside [-360, 360] (361: unknown); dropped"})
-		headOK = false
-	default:
-		if head < 0 {
-			// Rounded to 1e-9°: -359.99 + 360 is 0.00999999999999 in float64.
-			head = math.Round((head+360)*1e9) / 1e9
-		}
-		if head >= 360 {
-			head -= 360
-		}
-		if head == 0 {
-			head = 0 // not -0
-		}
-	}
-
-	hAcc, hAccOK, warns := accuracy(&w.HAccuracyM, "h_accuracy_m", warns)
-	vAcc, vAccOK, warns := accuracy(&w.VAccuracyM, "v_accuracy_m", warns)
-
-	// One allocation holds every kept number.
-	if altOK || aglOK || speedOK || headOK || hAccOK || vAccOK {
-		v := new([6]float64)
-		if altOK {
-			v[0], p.AltM = alt, &v[0]
-		}
-		if aglOK {
-			v[1], p.AGLM = agl, &v[1]
-		}
-		if speedOK {
-			v[2], p.SpeedMPS = speed, &v[2]
-		}
-		if headOK {
-			v[3], p.HeadingDeg = head, &v[3]
-		}
-		if hAccOK {
-			v[4], p.HAccuracyM = hAcc, &v[4]
-		}
-		if vAccOK {
-			v[5], p.VAccuracyM = vAcc, &v[5]
-		}
-	}
-	return p, warns, nil
+	warns, err := r.position(&p, warns)
+	return p, warns, err
 }
 
 // number reads an optional number, warning when the field held something
@@ -452,16 +377,21 @@ func validDroneID(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '.', c == '_', c == ':', c == '-':
-		default:
+		if !droneIDByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// droneIDByte is true for the bytes of a drone id: [A-Za-z0-9._:-].
+var droneIDByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-'
+	}
+	return t
+}()
 
 // Ref returns the reference of AltM, AMSL when unset.
 func (p *Position) Ref() string {
