@@ -1,15 +1,13 @@
 package telemetry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 )
-
-// maxDepth is encoding/json's nesting limit (its scanner's maxNestingDepth).
-const maxDepth = 10000
 
 // decodeSeeds are the inputs of every decoding test in this package, and
 // the corners where a hand-written JSON reader could part from
@@ -133,12 +131,23 @@ func decodeSeeds() []string {
 	return full
 }
 
-// checkMatchesJSON fails unless DecodeWarn reads data exactly as
-// decodeJSON (encoding/json, the reference) does.
+// checkMatchesJSON fails unless the hand-written decoder and DecodeWarn read
+// data exactly as decodeJSON (encoding/json) does. decodeFast may only say
+// "not JSON" (errSyntax) where encoding/json reports a syntax error, and
+// DecodeWarn then returns that error itself.
 func checkMatchesJSON(t *testing.T, data []byte) {
 	t.Helper()
 	prev := []FieldWarning{{"x", "earlier"}}
 	wantP, wantW, wantErr := decodeJSON(data, prev[:1:1])
+	gotP, gotW, gotErr := decodeFast(data, prev[:1:1])
+	if gotErr == errSyntax {
+		var fe *FieldError
+		if !errors.As(wantErr, &fe) || fe.Field != "" || !strings.HasPrefix(fe.Err, "malformed JSON") {
+			t.Fatalf("%q: the fast decoder says it is not JSON; encoding/json: %v", data, wantErr)
+		}
+	} else if d := resultDiff(gotP, gotW, gotErr, wantP, wantW, wantErr); d != "" {
+		t.Fatalf("%q: fast decoder vs encoding/json: %s", data, d)
+	}
 	pubP, pubW, pubErr := DecodeWarn(data, prev[:1:1])
 	if d := resultDiff(pubP, pubW, pubErr, wantP, wantW, wantErr); d != "" {
 		t.Fatalf("%q: DecodeWarn vs encoding/json: %s", data, d)
@@ -194,8 +203,10 @@ func TestDecodeMatchesJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeMatchesJSON: DecodeWarn accepts and refuses exactly the records
-// encoding/json does, with the same values, warnings and errors.
+// FuzzDecodeMatchesJSON: the hand-written decoder accepts and refuses
+// exactly the records encoding/json does, with the same values, warnings
+// and errors (syntax errors: both refuse, and DecodeWarn reports
+// encoding/json's own text).
 func FuzzDecodeMatchesJSON(f *testing.F) {
 	for _, s := range decodeSeeds() {
 		if len(s) <= 1000 { // the nesting seeds stay in TestDecodeMatchesJSON: minimizing their mutations stalls the fuzzer
