@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -214,4 +215,69 @@ func FuzzDecodeMatchesJSON(f *testing.F) {
 		}
 	}
 	f.Fuzz(checkMatchesJSON)
+}
+
+// TestDecodeFastAllocs: one allocation a record, holding the drone id and
+// the kept optional numbers. (A warning's text costs its own.)
+func TestDecodeFastAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		max      float64
+	}{
+		{"required only", `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619}`, 1},
+		{"contract example", benchContract, 1},
+		{"optional fields", benchOptional, 1},
+	} {
+		ws := make([]FieldWarning, 0, 4)
+		in := []byte(tc.in)
+		got := testing.AllocsPerRun(100, func() {
+			if _, w, err := DecodeWarn(in, ws[:0]); err != nil || len(w) > cap(ws) {
+				t.Fatal(err)
+			}
+		})
+		if got > tc.max {
+			t.Errorf("%s: %v allocations a record, want at most %v", tc.name, got, tc.max)
+		}
+	}
+}
+
+// The canonical record (ingest's AppendJSON of the contract example), and one
+// with every optional field.
+const (
+	benchContract = `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619,"alt_m":85,"speed_mps":12.5,"heading_deg":270}`
+	benchOptional = `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619,"alt_m":85,"alt_ref":"AGL","agl_m":85,"speed_mps":12.5,"heading_deg":270,"h_accuracy_m":3,"v_accuracy_m":10}`
+)
+
+// BenchmarkDecode: encoding/json (decodeJSON, the reference) against the
+// hand-written decoder (DecodeWarn), side by side. One op = one record;
+// cpu-ns/op is the thread's CPU time (GC work on other threads excluded),
+// which other processes' load on a shared machine does not inflate.
+func BenchmarkDecode(b *testing.B) {
+	for _, rec := range []struct{ name, in string }{
+		{"canonical", benchContract},
+		{"optional", benchOptional},
+	} {
+		in := []byte(rec.in)
+		for _, dec := range []struct {
+			name string
+			fn   func([]byte, []FieldWarning) (Position, []FieldWarning, error)
+		}{{"json", decodeJSON}, {"fast", DecodeWarn}} {
+			b.Run(rec.name+"/"+dec.name, func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				ws := make([]FieldWarning, 0, 4)
+				b.ReportAllocs()
+				cpu0, ok := threadCPU()
+				for b.Loop() {
+					if _, _, err := dec.fn(in, ws[:0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if cpu1, ok1 := threadCPU(); ok && ok1 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
+	}
 }

@@ -227,7 +227,11 @@ func Decode(data []byte) (Position, error) {
 // With no warning DecodeWarn allocates nothing for warns; pass a reused
 // slice (warns[:0]) to keep it so when there are.
 func DecodeWarn(data []byte, warns []FieldWarning) (Position, []FieldWarning, error) {
-	return decodeJSON(data, warns)
+	p, warns, err := decodeFast(data, warns)
+	if err == errSyntax {
+		return decodeJSON(data, warns) // for encoding/json's own message
+	}
+	return p, warns, err
 }
 
 // decodeJSON is DecodeWarn through encoding/json: the reference that

@@ -256,16 +256,6 @@ func TestHeight(t *testing.T) {
 	}
 }
 
-func BenchmarkDecode(b *testing.B) {
-	in := []byte(`{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.250Z","lat":51.4706,"lon":-0.4619,"alt_m":85.0,"speed_mps":12.5,"heading_deg":270}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Decode(in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkAppendJSON(b *testing.B) {
 	p, _ := Decode([]byte(`{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.250Z","lat":51.4706,"lon":-0.4619,"alt_m":85.0,"speed_mps":12.5,"heading_deg":270}`))
 	buf := make([]byte, 0, 256)
