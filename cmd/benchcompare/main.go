@@ -36,6 +36,7 @@ func main() {
 	flag.IntVar(&c.Batch, "batch", 500, "records per request (nofly) or per pipeline (Tile38)")
 	flag.IntVar(&c.Rounds, "rounds", 3, "rounds; each runs both sides, the order swapped every round")
 	flag.StringVar(&c.BinDir, "bin", "", "directory of prebuilt ingest and alerter binaries (default: go build them)")
+	flag.StringVar(&c.LogDir, "log-dir", "", "keep ingest's and the alerter's logs of every round here (default: removed)")
 	flag.Parse()
 	if c.Clients < 1 || c.Batch < 1 || c.Rounds < 1 || c.Drones < 1 || c.Positions < 1 || c.Partitions < 1 {
 		fmt.Fprintln(os.Stderr, "benchcompare: --clients, --batch, --rounds, --drones, --positions and --partitions must be at least 1")

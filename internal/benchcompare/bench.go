@@ -57,6 +57,9 @@ type Config struct {
 	// BinDir holds prebuilt ingest and alerter binaries; empty: they are
 	// built from ./cmd/ingest and ./cmd/alerter into a temporary directory.
 	BinDir string
+	// LogDir keeps ingest's and the alerter's logs of every round; empty:
+	// they go to the temporary directory, removed at the end.
+	LogDir string
 	Log    *slog.Logger
 }
 
@@ -137,6 +140,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Row, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	logDir := tmp
+	if cfg.LogDir != "" {
+		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+			return nil, err
+		}
+		logDir = cfg.LogDir
+	}
 	bin := cfg.BinDir
 	if bin == "" {
 		bin = tmp
@@ -224,7 +234,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Row, error) {
 			var res roundResult
 			switch side {
 			case "nofly":
-				res, err = (&noflyRound{bin: bin, logDir: tmp, brokers: cfg.Brokers, redis: cfg.Redis,
+				res, err = (&noflyRound{bin: bin, logDir: logDir, brokers: cfg.Brokers, redis: cfg.Redis,
 					partitions: cfg.Partitions, zonesFile: zonesFile, runID: name, bodies: st.bodies,
 					counts: st.counts, expected: len(ref), smp: smp, ingestIdx: pIngest, alerterIdx: pAlerter}).run(ctx)
 			case "tile38":
