@@ -449,3 +449,25 @@ func TestRedisUpgradeFromPerEventKeys(t *testing.T) {
 		t.Error("a fresh partition got a legacy flag or an old-layout key")
 	}
 }
+
+// TestRedisLargeBatch: more ids in one batch than one lookup or claim call
+// takes (1,000 arguments), on a partition reading old keys too.
+func TestRedisLargeBatch(t *testing.T) {
+	c := testenv.RedisClient(t)
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "t", EventTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 2500; i++ {
+		ids = append(ids, fmt.Sprintf("%04d:raised", i))
+	}
+	old := &committer{t: t, s: s, c: c, version: dedup.NoVersion, legacy: true}
+	old.want(old.commit(ids[:1200]...), 1200, 0, "earlier release, 1,200 events")
+	w := &committer{t: t, s: s, c: c, version: old.version}
+	w.want(w.commit(append(ids, ids[2400:]...)...), 1300, 1300, "2,600 events: 1,200 old, 100 twice")
+	w.want(w.commit(append(ids, "new")...), 1, 2500, "all 2,500 again and one new")
+	if got := len(eventIDs(t, s, 0)); got != 2501 {
+		t.Errorf("outbox has %d entries, want 2,501", got)
+	}
+}
