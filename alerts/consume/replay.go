@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
@@ -22,11 +24,35 @@ var ErrInput = errors.New("bad input")
 // lists; the counts cover all of them.
 const maxReportedLines = 20
 
+// maxLine is the longest line Replay reads; a longer one ends the replay.
+const maxLine = 1 << 20
+
+// spoolMemory is how many bytes of events a strict replay holds in memory
+// before it moves them to a temporary file.
+var spoolMemory = 8 << 20 // a variable for the tests
+
+// outBuffer is the size of the output's buffer: events reach the output
+// when it fills, and at the end.
+var outBuffer = 256 << 10 // a variable for the tests
+
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
 	Name   string // the input's name in errors ("file:line: ...")
 	Batch  int    // records per engine batch, at least 1
 	Strict bool   // the first bad line is an error and no event is written
+
+	// Progress, when set, is called about every ProgressEvery (5 s when
+	// zero) while the replay runs, between two batches: a replay shorter
+	// than that never calls it.
+	Progress      func(ReplayProgress)
+	ProgressEvery time.Duration
+}
+
+// ReplayProgress is where a running replay is.
+type ReplayProgress struct {
+	Records int64         // records read so far (bad lines included)
+	Bytes   int64         // bytes of the input read so far
+	Elapsed time.Duration // since Replay started
 }
 
 // InputReport is what Replay found in its input beside the records: bad
@@ -47,79 +73,189 @@ type ReplayResult struct {
 
 // Replay runs the NDJSON telemetry of in, in order, through the same engine
 // as the live alerter — as one partition (0), in batches of o.Batch
-// records, each committed to an in-memory store — and writes the outbox's
-// events to out as NDJSON. The events equal the live pipeline's for the
-// same records in the same order in every field but partition and offset.
+// records — and writes the events to out as NDJSON. The events equal the
+// live pipeline's for the same records in the same order in every field but
+// partition and offset.
 //
-// The input is read as ingest reads a request (readRecords). A run over bad
-// lines completes, and Input.Err reports them; with o.Strict the first is
-// an error and nothing is written.
+// It streams: it reads a batch of lines, applies it and writes the batch's
+// events before it reads the next, so its memory is the drones' states and
+// one batch, whatever the input's length. The input is read as ingest reads
+// a request (see readBatch). A run over bad lines completes, and Input.Err
+// reports them. With o.Strict the first bad line is an error and nothing is
+// written: the events are held (in memory up to spoolMemory bytes, then in
+// a temporary file) until the whole input has been read. Without o.Strict,
+// an error that ends the replay early (a line over 1 MiB, a read error, ctx
+// done) leaves the events of the records before it written.
+//
+// Live, a batch is committed to a Store, whose unique keys suppress an
+// event decided twice. Replay keeps the drones' states in the engine and
+// commits nowhere, because in one engine that never loses its state no
+// event id can repeat: a raised event's id is a hash of (drone, zone,
+// raising seq), and a drone's applied seqs strictly increase (a record whose
+// seq is not above its drone's is a duplicate and decides nothing), and one
+// position raises a zone once; a cleared event's id is its alarm's id with
+// ":cleared", and an alarm is cleared once, as it leaves the state then.
+// The unique keys would suppress nothing, so keeping them would only cost
+// memory in proportion to the events.
 func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer, o ReplayOptions) (ReplayResult, error) {
 	if o.Batch < 1 {
 		return ReplayResult{}, fmt.Errorf("consume: replay batch %d, must be at least 1", o.Batch)
 	}
-	recs, rep, err := readRecords(o.Name, in, o.Strict)
+	eng, err := alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	st, err := replayRecords(ctx, zones, recs, o.Batch, out)
-	return ReplayResult{Stats: st, Input: *rep}, err
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	cr := &countingReader{r: in}
+	rd := &lineReader{name: o.Name, strict: o.Strict, sc: bufio.NewScanner(cr),
+		rep: InputReport{Name: o.Name, DroppedBy: map[string]int{}}}
+	rd.sc.Buffer(make([]byte, 256<<10), maxLine)
+
+	var w eventWriter
+	if o.Strict {
+		sp := &spool{}
+		defer sp.Close()
+		w = sp
+	} else {
+		w = &directWriter{bw: bufio.NewWriterSize(out, outBuffer)}
+	}
+
+	var total alerts.Stats
+	start := time.Now()
+	next := start.Add(every)
+	for {
+		if err := ctx.Err(); err != nil {
+			return ReplayResult{Stats: total, Input: rd.rep}, errors.Join(err, w.Flush())
+		}
+		recs, more, err := rd.readBatch(o.Batch)
+		if err != nil {
+			if !o.Strict {
+				err = errors.Join(err, w.Flush())
+			}
+			return ReplayResult{Stats: total, Input: rd.rep}, err
+		}
+		if res := eng.Apply(zones, recs); res != nil {
+			total.Records += res.Stats.Records
+			total.Applied += res.Stats.Applied
+			total.Duplicates += res.Stats.Duplicates
+			total.Invalid += res.Stats.Invalid
+			total.Skipped += res.Stats.Skipped
+			total.Raised += res.Stats.Raised
+			total.Cleared += res.Stats.Cleared
+			for _, e := range res.Batch.Events {
+				if err := w.Write(e.JSON); err != nil {
+					return ReplayResult{Stats: total, Input: rd.rep}, fmt.Errorf("write events: %w", err)
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		if o.Progress != nil {
+			if now := time.Now(); !now.Before(next) {
+				o.Progress(ReplayProgress{Records: rd.lines, Bytes: cr.n, Elapsed: now.Sub(start)})
+				next = now.Add(every)
+			}
+		}
+	}
+	if o.Strict {
+		if err := w.(*spool).CopyTo(out); err != nil {
+			return ReplayResult{Stats: total, Input: rd.rep}, fmt.Errorf("write events: %w", err)
+		}
+		return ReplayResult{Stats: total, Input: rd.rep}, nil
+	}
+	if err := w.Flush(); err != nil {
+		return ReplayResult{Stats: total, Input: rd.rep}, fmt.Errorf("write events: %w", err)
+	}
+	return ReplayResult{Stats: total, Input: rd.rep}, nil
 }
 
-// readRecords reads an NDJSON telemetry file, one record per line, into
-// records numbered by line (offset = line number - 1; blank lines are
-// skipped, so offsets need not be contiguous), as ingest reads a request: a
-// UTF-8 byte order mark at the start is skipped, and an optional field
-// outside every convention is dropped (telemetry.DecodeWarn; the record then
-// holds the canonical encoding without it). A bad line — a bad required
-// field — is skipped and reported, or with strict is an error naming the
-// file and the line. A line longer than 1 MiB ends the reading either way.
-func readRecords(name string, r io.Reader, strict bool) ([]alerts.Record, *InputReport, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var recs []alerts.Record
-	rep := &InputReport{Name: name, DroppedBy: map[string]int{}}
-	var ws []telemetry.FieldWarning
-	line := 0
-	for sc.Scan() {
-		line++
-		b := sc.Bytes()
-		if line == 1 {
+// lineReader reads an NDJSON telemetry file, one record per line, into
+// batches of records numbered by line (offset = line number - 1; blank
+// lines are skipped, so offsets need not be contiguous), as ingest reads a
+// request: a UTF-8 byte order mark at the start is skipped, and an optional
+// field outside every convention is dropped (telemetry.DecodeWarn; the
+// record then holds the canonical encoding without it). A bad line — a bad
+// required field — is skipped and reported, or with strict is an error
+// naming the file and the line. A line longer than 1 MiB ends the reading
+// either way.
+type lineReader struct {
+	name   string
+	strict bool
+	sc     *bufio.Scanner
+	rep    InputReport
+	line   int   // lines read
+	lines  int64 // non-blank lines read
+	recs   []alerts.Record
+	arena  []byte // the batch's record values
+	spans  []span // where each of them is in arena
+	ws     []telemetry.FieldWarning
+}
+
+type span struct{ from, to int }
+
+// readBatch returns the next batch of up to n records, valid until the
+// next call, and whether the input may hold more.
+func (r *lineReader) readBatch(n int) ([]alerts.Record, bool, error) {
+	recs, arena := r.recs[:0], r.arena[:0]
+	// The values are appended to the arena and sliced out of it once the
+	// batch is read, as the arena may move while it grows.
+	spans := r.spans[:0]
+	more := true
+	for len(spans) < n {
+		if !r.sc.Scan() {
+			more = false
+			break
+		}
+		r.line++
+		b := r.sc.Bytes()
+		if r.line == 1 {
 			b = telemetry.TrimBOM(b)
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
-		p, warns, err := telemetry.DecodeWarn(b, ws[:0])
-		ws = warns
+		r.lines++
+		p, warns, err := telemetry.DecodeWarn(b, r.ws[:0])
+		r.ws = warns
 		if err != nil {
-			if strict {
-				return nil, nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line, err)
+			if r.strict {
+				return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line, err)
 			}
-			rep.Bad++
-			if len(rep.BadLines) < maxReportedLines {
-				rep.BadLines = append(rep.BadLines, fmt.Sprintf("%s:%d: %v", name, line, err))
+			r.rep.Bad++
+			if len(r.rep.BadLines) < maxReportedLines {
+				r.rep.BadLines = append(r.rep.BadLines, fmt.Sprintf("%s:%d: %v", r.name, r.line, err))
 			}
 			continue
 		}
-		v := append([]byte(nil), b...)
-		if len(warns) > 0 {
-			v = p.AppendJSON(nil) // what ingest would have produced
+		from := len(arena)
+		if len(warns) == 0 {
+			arena = append(arena, b...)
+		} else {
+			arena = p.AppendJSON(arena) // what ingest would have produced
 			for _, w := range warns {
-				rep.Dropped++
-				rep.DroppedBy[w.Field]++
-				if len(rep.DropLines) < maxReportedLines {
-					rep.DropLines = append(rep.DropLines, fmt.Sprintf("%s:%d: %s", name, line, w))
+				r.rep.Dropped++
+				r.rep.DroppedBy[w.Field]++
+				if len(r.rep.DropLines) < maxReportedLines {
+					r.rep.DropLines = append(r.rep.DropLines, fmt.Sprintf("%s:%d: %s", r.name, r.line, w))
 				}
 			}
 		}
-		recs = append(recs, alerts.Record{Offset: int64(line - 1), Value: v})
+		spans = append(spans, span{from, len(arena)})
+		recs = append(recs, alerts.Record{Offset: int64(r.line - 1)})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s:%d: %v", ErrInput, name, line+1, err)
+	if err := r.sc.Err(); err != nil {
+		return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line+1, err)
 	}
-	return recs, rep, nil
+	for i, s := range spans {
+		recs[i].Value = arena[s.from:s.to:s.to]
+	}
+	r.recs, r.arena, r.spans = recs, arena, spans
+	return recs, more, nil
 }
 
 // Log writes the dropped fields, each listed one at Warn.
@@ -145,39 +281,87 @@ func (rep *InputReport) Err() error {
 		ErrInput, rep.Name, rep.Bad, strings.Join(rep.BadLines, "\n"), more)
 }
 
-// replayRecords is Replay over records already read.
-func replayRecords(ctx context.Context, zones alerts.Zones, recs []alerts.Record, batch int, w io.Writer) (alerts.Stats, error) {
-	var total alerts.Stats
-	store := dedup.NewMemory(0)
-	eng, err := alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
-	if err != nil {
-		return total, err
-	}
-	for i := 0; i < len(recs); i += batch {
-		out := eng.Apply(zones, recs[i:min(i+batch, len(recs))])
-		if out == nil {
-			continue
+// countingReader counts the bytes read through it, for the progress.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// eventWriter takes the replay's events, one JSON object each.
+type eventWriter interface {
+	Write(event []byte) error
+	Flush() error
+}
+
+// directWriter writes the events to the output as they are decided.
+type directWriter struct{ bw *bufio.Writer }
+
+func (d *directWriter) Write(e []byte) error {
+	d.bw.Write(e)
+	return d.bw.WriteByte('\n') // bufio.Writer's errors are sticky
+}
+
+func (d *directWriter) Flush() error { return d.bw.Flush() }
+
+// spool holds a strict replay's events until the input has been read
+// without a bad line: in memory up to spoolMemory bytes, then in a
+// temporary file, removed by Close.
+type spool struct {
+	mem  []byte
+	file *os.File
+	bw   *bufio.Writer
+}
+
+func (s *spool) Write(e []byte) error {
+	if s.file == nil {
+		if len(s.mem)+len(e)+1 <= spoolMemory {
+			s.mem = append(append(s.mem, e...), '\n')
+			return nil
 		}
-		if _, err := store.Commit(ctx, 0, out.Expected, out.Batch); err != nil {
-			return total, err
+		f, err := os.CreateTemp("", "nofly-replay-*.ndjson")
+		if err != nil {
+			return fmt.Errorf("hold the events of a strict replay: %w", err)
 		}
-		s := out.Stats
-		total.Records += s.Records
-		total.Applied += s.Applied
-		total.Duplicates += s.Duplicates
-		total.Invalid += s.Invalid
-		total.Skipped += s.Skipped
-		total.Raised += s.Raised
-		total.Cleared += s.Cleared
+		s.file, s.bw = f, bufio.NewWriterSize(f, 256<<10)
+		if _, err := s.bw.Write(s.mem); err != nil {
+			return err
+		}
+		s.mem = nil
 	}
-	entries, err := store.Outbox(ctx, 0)
-	if err != nil {
-		return total, err
+	s.bw.Write(e)
+	return s.bw.WriteByte('\n')
+}
+
+// Flush does nothing: a spool's events go out only through CopyTo.
+func (s *spool) Flush() error { return nil }
+
+// CopyTo writes the held events to w.
+func (s *spool) CopyTo(w io.Writer) error {
+	if s.file == nil {
+		_, err := w.Write(s.mem)
+		return err
 	}
-	bw := bufio.NewWriter(w)
-	for _, e := range entries {
-		bw.Write(e.Event)
-		bw.WriteByte('\n')
+	if err := s.bw.Flush(); err != nil {
+		return err
 	}
-	return total, bw.Flush()
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err := io.Copy(w, s.file)
+	return err
+}
+
+// Close removes the temporary file, if any.
+func (s *spool) Close() error {
+	if s.file == nil {
+		return nil
+	}
+	err := s.file.Close()
+	return errors.Join(err, os.Remove(s.file.Name()))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"time"
 
 	"github.com/nofly-dev/nofly/alerts/consume"
 )
@@ -42,8 +44,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	// The zone summary on stderr: an audit over no zones, or over zones
 	// dropped or warned of, must say so.
 	logZoneReport(newLogger(stderr, c.LogLevel), "zones loaded", zrep, ix.Version())
+	log := newLogger(stderr, c.LogLevel)
 	var in io.Reader = os.Stdin
 	name := "stdin"
+	size := int64(-1) // unknown: a pipe
 	if *input != "-" {
 		f, err := os.Open(*input)
 		if err != nil {
@@ -51,15 +55,41 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		defer f.Close()
 		in, name = f, *input
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
 	}
-	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict})
+	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict,
+		Progress: func(p consume.ReplayProgress) { logProgress(log, p, size) }, ProgressEvery: replayProgressEvery})
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, c.LogLevel)
 	res.Input.Log(log)
 	log.Info("replayed", "records", res.Records, "applied", res.Applied,
 		"duplicates", res.Duplicates, "raised", res.Raised, "cleared", res.Cleared,
 		"bad_lines", res.Input.Bad, "fields_dropped", res.Input.DroppedBy)
 	return res.Input.Err()
+}
+
+// replayProgressEvery is how often a long replay says where it is on
+// stderr; a replay shorter than that says nothing of it.
+var replayProgressEvery = 5 * time.Second
+
+// logProgress logs a running replay's progress: records and bytes read,
+// records a second since the start and, when the input's size is known,
+// how much of it has been read.
+func logProgress(log *slog.Logger, p consume.ReplayProgress, size int64) {
+	rate := 0.0
+	if s := p.Elapsed.Seconds(); s > 0 {
+		rate = float64(p.Records) / s
+	}
+	attrs := []any{"records", p.Records, "records_per_s", int64(rate), "bytes_read", p.Bytes}
+	if size >= 0 {
+		pct := 100.0
+		if size > 0 {
+			pct = float64(p.Bytes) * 100 / float64(size)
+		}
+		attrs = append(attrs, "bytes_total", size, "percent", float64(int(pct*10))/10)
+	}
+	log.Info("replaying", attrs...)
 }
