@@ -30,6 +30,7 @@ import (
 const (
 	Raised  = "raised"
 	Cleared = "cleared"
+	Acked   = "acked" // an operator acknowledged the alarm (the HTTP API's ack)
 )
 
 // Reasons of a cleared event.
@@ -60,6 +61,13 @@ type Event struct {
 	Reason        string    `json:"reason,omitempty"`
 	Partition     int       `json:"partition"`
 	Offset        int64     `json:"offset"`
+	// ZoneVersion is the version of the zone set the event was decided
+	// with (0 when the zone set is not versioned).
+	ZoneVersion int64 `json:"zone_version"`
+	// By and Note are an acked event's: the name of the API token that
+	// acknowledged the alarm and its note.
+	By   string `json:"by,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // AlarmID is the deterministic id of the alarm that the position with seq

@@ -51,6 +51,16 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(e.Partition), 10)
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendInt(dst, e.Offset, 10)
+	dst = append(dst, `,"zone_version":`...)
+	dst = strconv.AppendInt(dst, e.ZoneVersion, 10)
+	if e.By != "" {
+		dst = append(dst, `,"by":`...)
+		dst = appendString(dst, e.By)
+	}
+	if e.Note != "" {
+		dst = append(dst, `,"note":`...)
+		dst = appendString(dst, e.Note)
+	}
 	return append(dst, '}')
 }
 

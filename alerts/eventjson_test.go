@@ -38,6 +38,8 @@ func TestEventAppendJSONEqualsMarshal(t *testing.T) {
 		"whole numbers":     func(e *alerts.Event) { e.Lat, e.Lon = 51, -1 },
 		"nanosecond time":   func(e *alerts.Event) { e.TS = time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC) },
 		"whole second time": func(e *alerts.Event) { e.TS = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"zone version":      func(e *alerts.Event) { e.ZoneVersion = 42 },
+		"acked":             func(e *alerts.Event) { e.Type, e.By, e.Note = "acked", "ops-desk", "seen <on> \"camera\" 3" },
 	}
 	for name, mod := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -54,6 +54,15 @@ type Batch struct {
 	// Applied is the batch's last offset: the new version. It must be
 	// greater than the expected version.
 	Applied int64
+	// Tracks are the track points the batch sampled, by drone id: each is
+	// appended to the drone's short track (the last TrackLen points are
+	// kept). Drones without a new sample are absent.
+	Tracks map[string][]byte
+	// ZoneVersion is the version of the zone set the batch was evaluated
+	// with (0: not versioned). When it differs from the partition's last
+	// one, the commit records that records after the expected version
+	// were evaluated with it (the partition's zone switches).
+	ZoneVersion int64
 }
 
 // Result tells what a commit did.
