@@ -56,11 +56,12 @@ type edge struct {
 // Index answers which zones contain a position. It is immutable once built
 // and safe for any number of concurrent readers.
 type Index struct {
-	version string
-	zones   []*Zone
-	byID    map[string]int32
-	always  []bool  // zone is active at every time
-	zparts  []int32 // parts of zone i: parts[zparts[i]:zparts[i+1]]
+	version     string
+	zoneVersion int64 // the zone store's version, 0 without the store
+	zones       []*Zone
+	byID        map[string]int32
+	always      []bool  // zone is active at every time
+	zparts      []int32 // parts of zone i: parts[zparts[i]:zparts[i+1]]
 
 	parts     []part
 	edges     []edge
@@ -87,11 +88,12 @@ func NewIndex(set *ZoneSet) (*Index, error) {
 		return nil, err
 	}
 	ix := &Index{
-		version: set.Version,
-		zones:   slices.Clone(set.Zones),
-		byID:    make(map[string]int32, len(set.Zones)),
-		always:  make([]bool, len(set.Zones)),
-		zparts:  make([]int32, len(set.Zones)+1),
+		version:     set.Version,
+		zoneVersion: set.ZoneVersion,
+		zones:       slices.Clone(set.Zones),
+		byID:        make(map[string]int32, len(set.Zones)),
+		always:      make([]bool, len(set.Zones)),
+		zparts:      make([]int32, len(set.Zones)+1),
 	}
 	verts, nparts := 0, 0
 	for _, z := range set.Zones {
@@ -571,6 +573,15 @@ func (ix *Index) Version() string {
 		return ""
 	}
 	return ix.version
+}
+
+// ZoneVersion returns the zone set's integer version in the zone store
+// (ZoneSet.ZoneVersion), 0 for a set loaded without it. Events carry it.
+func (ix *Index) ZoneVersion() int64 {
+	if ix == nil {
+		return 0
+	}
+	return ix.zoneVersion
 }
 
 // Current holds the index in use; a reload stores a new one and readers

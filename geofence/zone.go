@@ -362,6 +362,9 @@ type ZoneSet struct {
 	// Report says what the parser loaded, dropped and warned of (empty for
 	// a set built in code).
 	Report LoadReport
+	// ZoneVersion is the set's integer version in the zone store
+	// (geofence/zonestore); 0 for a set loaded from a file without it.
+	ZoneVersion int64
 }
 
 // contentVersion derives a version from the zones' fingerprints.
