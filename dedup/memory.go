@@ -22,6 +22,14 @@ type memPart struct {
 	keys    map[string]time.Time // event id -> expiry
 	outbox  []Entry
 	seq     int64
+	tracks  map[string]*memTrack
+	zonever int64
+	zsw     []ZoneSwitch
+}
+
+type memTrack struct {
+	points  [][]byte
+	expires time.Time
 }
 
 // NewMemory returns an empty in-memory store whose unique keys live for ttl
@@ -36,7 +44,7 @@ func NewMemory(ttl time.Duration) *Memory {
 func (m *Memory) part(p int) *memPart {
 	mp := m.parts[p]
 	if mp == nil {
-		mp = &memPart{applied: NoVersion, drones: map[string][]byte{}, keys: map[string]time.Time{}}
+		mp = &memPart{applied: NoVersion, drones: map[string][]byte{}, keys: map[string]time.Time{}, tracks: map[string]*memTrack{}}
 		m.parts[p] = mp
 	}
 	return mp
@@ -75,6 +83,22 @@ func (m *Memory) Commit(ctx context.Context, partition int, expected int64, b Ba
 		mp.drones[k] = append([]byte(nil), v...)
 	}
 	now := m.now()
+	for id, pt := range b.Tracks {
+		tr := mp.tracks[id]
+		if tr == nil || !now.Before(tr.expires) {
+			tr = &memTrack{}
+			mp.tracks[id] = tr
+		}
+		tr.points = append(tr.points, append([]byte(nil), pt...))
+		if n := len(tr.points); n > DefaultTrackLen {
+			tr.points = append([][]byte(nil), tr.points[n-DefaultTrackLen:]...)
+		}
+		tr.expires = now.Add(DefaultTrackTTL)
+	}
+	if b.ZoneVersion != 0 && b.ZoneVersion != mp.zonever {
+		mp.zsw = append(mp.zsw, ZoneSwitch{Version: b.ZoneVersion, After: expected})
+		mp.zonever = b.ZoneVersion
+	}
 	var r Result
 	for _, e := range b.Events {
 		if exp, ok := mp.keys[e.ID]; ok && now.Before(exp) {
@@ -99,6 +123,35 @@ func (m *Memory) Outbox(ctx context.Context, partition int) ([]Entry, error) {
 	defer m.mu.Unlock()
 	mp := m.part(partition)
 	return append([]Entry(nil), mp.outbox...), nil
+}
+
+// Track returns drone's track on partition, oldest point first (the last
+// DefaultTrackLen points, none once DefaultTrackTTL passed since the last).
+func (m *Memory) Track(ctx context.Context, partition int, drone string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tr := m.part(partition).tracks[drone]
+	if tr == nil || !m.now().Before(tr.expires) {
+		return [][]byte{}, nil
+	}
+	out := make([][]byte, len(tr.points))
+	for i, p := range tr.points {
+		out[i] = append([]byte(nil), p...)
+	}
+	return out, nil
+}
+
+// ZoneSwitches returns the partition's zone switches, oldest first.
+func (m *Memory) ZoneSwitches(ctx context.Context, partition int) ([]ZoneSwitch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]ZoneSwitch{}, m.part(partition).zsw...), nil
 }
 
 // ForgetDrones drops every drone state of the partition, keeping the

@@ -1,10 +1,12 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +22,15 @@ type RedisOptions struct {
 	Prefix   string        // DefaultPrefix when empty
 	Topic    string        // the Kafka topic whose partitions the store versions
 	EventTTL time.Duration // DefaultEventTTL when <= 0
+	// AlarmRetention is how long a cleared alarm stays in the alarm index
+	// after the commit that cleared it (DefaultAlarmRetention when <= 0).
+	// Active alarms stay whatever their age.
+	AlarmRetention time.Duration
+	// TrackLen is how many points a drone's track keeps (DefaultTrackLen
+	// when <= 0); TrackTTL is how long a track lives after its last point
+	// (DefaultTrackTTL when <= 0).
+	TrackLen int
+	TrackTTL time.Duration
 }
 
 // Redis is the Store on a Redis server (or Cluster: every key of a
@@ -30,6 +41,9 @@ type Redis struct {
 	topic  string
 	ttl    time.Duration
 	ttlArg string // ttl in milliseconds, as the script's argument
+	// The script's other constant arguments: alarm retention and track TTL
+	// in milliseconds, track length.
+	retentionArg, trackTTLArg, trackLenArg string
 }
 
 // NewRedis returns a store on client c.
@@ -49,8 +63,23 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 	if o.EventTTL < time.Second {
 		return nil, fmt.Errorf("dedup: RedisOptions.EventTTL %v is below one second", o.EventTTL)
 	}
+	if o.AlarmRetention <= 0 {
+		o.AlarmRetention = DefaultAlarmRetention
+	}
+	if o.TrackLen <= 0 {
+		o.TrackLen = DefaultTrackLen
+	}
+	if o.TrackTTL <= 0 {
+		o.TrackTTL = DefaultTrackTTL
+	}
+	if o.AlarmRetention < time.Millisecond || o.TrackTTL < time.Millisecond {
+		return nil, fmt.Errorf("dedup: RedisOptions.AlarmRetention %v and TrackTTL %v must be at least 1ms", o.AlarmRetention, o.TrackTTL)
+	}
 	return &Redis{c: c, prefix: o.Prefix, topic: o.Topic, ttl: o.EventTTL,
-		ttlArg: strconv.FormatInt(o.EventTTL.Milliseconds(), 10)}, nil
+		ttlArg:       strconv.FormatInt(o.EventTTL.Milliseconds(), 10),
+		retentionArg: strconv.FormatInt(o.AlarmRetention.Milliseconds(), 10),
+		trackTTLArg:  strconv.FormatInt(o.TrackTTL.Milliseconds(), 10),
+		trackLenArg:  strconv.Itoa(o.TrackLen)}, nil
 }
 
 // Keys names a partition's keys (docs/redis-layout.md).
@@ -98,14 +127,20 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 // docs/redis-layout.md. It returns {1, appended, suppressed} or
 // {0, current_version} when fenced (having written nothing).
 //
-// KEYS = applied, drones, outbox, event mark, legacy flag. ARGV = expected
-// version, new applied offset, ttl milliseconds, n drones, the prefix of the
-// event buckets (Keys.EventBucketPrefix), the prefix of the earlier layout's
-// event keys (Keys.EventPrefix), then (drone id, state) × n, then (event id,
-// event JSON) × m. The bucket and legacy keys are built here from the
-// prefixes; they share the partition's hash tag, so they are in the slot of
-// the declared keys. The drone states go to HSET straight from ARGV, in
-// chunks (Lua's unpack is bounded by its C stack).
+// KEYS = applied, drones, outbox, event mark, legacy flag, alarms, active
+// alarms, cleared alarms, alarm GC, zone version, zone switches. ARGV =
+// expected version, new applied offset, ttl milliseconds, n drones, the
+// prefix of the event buckets (Keys.EventBucketPrefix), the prefix of the
+// earlier layout's event keys (Keys.EventPrefix), alarm retention
+// milliseconds, n tracks, track length, track TTL milliseconds, the prefix
+// of the track keys (Keys.TrackPrefix), the batch's zone version, then
+// (drone id, state) × n, then (drone id, track point) × t, then (event id,
+// event JSON, index) × m, where index is the raise time in unix
+// milliseconds for a raised event, "c" for a cleared one and "" for an
+// event the alarm index ignores. The bucket, legacy and track keys are built
+// here from the prefixes; they share the partition's hash tag, so they are
+// in the slot of the declared keys. The drone states go to HSET straight
+// from ARGV, in chunks (Lua's unpack is bounded by its C stack).
 //
 // Per event the script makes one call, the XADD. The unique keys cost one
 // HMGET per live bucket, one HSET into the newest bucket and, while the
@@ -116,20 +151,44 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 // it. The mark lists the live buckets; its first word, the applied offset
 // this script last wrote, tells whether something else (the earlier
 // layout's script) committed since, which (re)starts the legacy flag for one
-// TTL. The outbox field names come from redislayout, spliced into the text
-// (constants, so the script and its SHA never change at run time).
+// TTL. The alarm index costs per batch one HSET and one ZADD for the raises,
+// one ZMSCORE, ZREM, two ZADD and one HSET for the clears, and one
+// ZRANGEBYSCORE for the GC (plus one HDEL and two ZREM when alarms are
+// due), whatever the number of events. A track is three calls per sampled
+// drone (RPUSH, LTRIM once full, PEXPIRE): one key per drone. The outbox
+// field names come from redislayout, spliced into the text (constants, so
+// the script and its SHA never change at run time).
 var commitScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '-1' end
 if cur ~= ARGV[1] then
   return {0, cur}
 end
-local nd = tonumber(ARGV[4])
-local first, last = 7, 6 + 2 * nd
+local function chunked(cmd, key, t)
+  for a = 1, #t, 1000 do
+    redis.call(cmd, key, unpack(t, a, math.min(#t, a + 999)))
+  end
+end
+local nd, nt = tonumber(ARGV[4]), tonumber(ARGV[8])
+local first, last = 13, 12 + 2 * nd
 while first <= last do
   local upto = math.min(last, first + 999)
   redis.call('HSET', KEYS[2], unpack(ARGV, first, upto))
   first = upto + 1
+end
+local tlen, tttl, tpfx = tonumber(ARGV[9]), ARGV[10], ARGV[11]
+for i = last + 1, last + 2 * nt, 2 do
+  local k = tpfx .. ARGV[i]
+  if redis.call('RPUSH', k, ARGV[i + 1]) > tlen then
+    redis.call('LTRIM', k, -tlen, -1)
+  end
+  redis.call('PEXPIRE', k, tttl)
+end
+last = last + 2 * nt
+local zv = ARGV[12]
+if zv ~= '0' and redis.call('GET', KEYS[10]) ~= zv then
+  redis.call('RPUSH', KEYS[11], zv .. ' ' .. ARGV[1])
+  redis.call('SET', KEYS[10], zv)
 end
 local ttl, bpfx, lpfx, outbox = tonumber(ARGV[3]), ARGV[5], ARGV[6], KEYS[3]
 local t = redis.call('TIME')
@@ -154,7 +213,7 @@ else
   legacy = redis.call('EXISTS', KEYS[5]) == 1
 end
 local ids, m = {}, 0
-for i = last + 1, #ARGV, 2 do
+for i = last + 1, #ARGV, 3 do
   m = m + 1
   ids[m] = ARGV[i]
 end
@@ -180,14 +239,27 @@ if m > 0 then
   if legacy then lookup('MGET', nil, lpfx) end
 end
 local fresh, appended = {}, 0
+local rh, ra, cl, ch = {}, {}, {}, {}
 for j = 1, m do
   local id = ids[j]
   if not claimed[id] then
     claimed[id] = true
-    redis.call('XADD', outbox, '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ARGV[last + 2 * j])
+    local at = last + 3 * j - 2
+    local ev, ix = ARGV[at + 1], ARGV[at + 2]
+    redis.call('XADD', outbox, '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ev)
     appended = appended + 1
     fresh[2 * appended - 1] = id
     fresh[2 * appended] = '1'
+    if ix == 'c' then
+      cl[#cl + 1] = string.sub(id, 1, -9)
+      ch[#ch + 1] = id
+      ch[#ch + 1] = ev
+    elseif ix ~= '' then
+      rh[#rh + 1] = id
+      rh[#rh + 1] = ev
+      ra[#ra + 1] = ix
+      ra[#ra + 1] = string.sub(id, 1, -8)
+    end
   end
 end
 if appended > 0 then
@@ -198,10 +270,45 @@ if appended > 0 then
     live[#live + 1] = newest
     created = true
   end
-  for a = 1, 2 * appended, 1000 do
-    redis.call('HSET', bpfx .. newest, unpack(fresh, a, math.min(2 * appended, a + 999)))
-  end
+  chunked('HSET', bpfx .. newest, fresh)
   if created then redis.call('PEXPIREAT', bpfx .. newest, newest) end
+end
+chunked('HSET', KEYS[6], rh)
+chunked('ZADD', KEYS[7], ra)
+if #cl > 0 then
+  local nows, zc, zg, hc, gone = string.format('%d', now), {}, {}, {}, {}
+  for a = 1, #cl, 1000 do
+    local b = math.min(#cl, a + 999)
+    local sc = redis.call('ZMSCORE', KEYS[7], unpack(cl, a, b))
+    for j = a, b do
+      local s = sc[j - a + 1]
+      if s then
+        gone[#gone + 1] = cl[j]
+        zc[#zc + 1] = s
+        zc[#zc + 1] = cl[j]
+        zg[#zg + 1] = nows
+        zg[#zg + 1] = cl[j]
+        hc[#hc + 1] = ch[2 * j - 1]
+        hc[#hc + 1] = ch[2 * j]
+      end
+    end
+  end
+  chunked('ZREM', KEYS[7], gone)
+  chunked('ZADD', KEYS[8], zc)
+  chunked('ZADD', KEYS[9], zg)
+  chunked('HSET', KEYS[6], hc)
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', string.format('%d', now - tonumber(ARGV[7])), 'LIMIT', 0, 500 + appended)
+if #due > 0 then
+  local f = {}
+  for _, a in ipairs(due) do
+    f[#f + 1] = a .. ':raised'
+    f[#f + 1] = a .. ':cleared'
+    f[#f + 1] = a .. ':acked'
+  end
+  chunked('HDEL', KEYS[6], f)
+  chunked('ZREM', KEYS[8], due)
+  chunked('ZREM', KEYS[9], due)
 end
 table.insert(live, 1, ARGV[2])
 redis.call('SET', KEYS[4], table.concat(live, ' '))
@@ -216,15 +323,21 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 		return Result{}, err
 	}
 	k := r.Keys(partition)
-	keys := []string{k.Applied(), k.Drones(), k.Outbox(), k.EventMark(), k.Legacy()}
-	args := make([]any, 0, 6+2*len(b.Drones)+2*len(b.Events))
+	keys := []string{k.Applied(), k.Drones(), k.Outbox(), k.EventMark(), k.Legacy(),
+		k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC(), k.ZoneVersion(), k.ZoneSwitches()}
+	args := make([]any, 0, 12+2*len(b.Drones)+2*len(b.Tracks)+3*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
-		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix())
+		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix(),
+		r.retentionArg, len(b.Tracks), r.trackLenArg, r.trackTTLArg, k.TrackPrefix(),
+		strconv.FormatInt(b.ZoneVersion, 10))
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
+	for id, pt := range b.Tracks {
+		args = append(args, id, pt)
+	}
 	for _, e := range b.Events {
-		args = append(args, e.ID, e.JSON)
+		args = append(args, e.ID, e.JSON, indexArg(e))
 	}
 	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
 	if err != nil {
@@ -239,6 +352,69 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	a, _ := res[1].(int64)
 	s, _ := res[2].(int64)
 	return Result{Appended: int(a), Suppressed: int(s)}, nil
+}
+
+// indexArg is the script's alarm-index argument of e: the raise time in
+// unix milliseconds for a raised event, "c" for a cleared one, "" for any
+// other (or a raised event without a readable ts, which the index skips).
+func indexArg(e Event) string {
+	switch {
+	case strings.HasSuffix(e.ID, SuffixCleared):
+		return "c"
+	case strings.HasSuffix(e.ID, SuffixRaised):
+		if ts, ok := eventTS(e.JSON); ok {
+			return strconv.FormatInt(ts.UnixMilli(), 10)
+		}
+	}
+	return ""
+}
+
+// eventTS reads the top-level "ts" of an event's JSON. The events are flat
+// objects, and in JSON the bytes "ts":" cannot occur inside a string value
+// (its quotes would be escaped), so the first occurrence is the key.
+func eventTS(js []byte) (time.Time, bool) {
+	const key = `"ts":"`
+	i := bytes.Index(js, []byte(key))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := js[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return time.Time{}, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(rest[:j]))
+	return ts, err == nil
+}
+
+// Track returns drone's track on partition, oldest point first.
+func (r *Redis) Track(ctx context.Context, partition int, drone string) ([][]byte, error) {
+	pts, err := r.c.LRange(ctx, r.Keys(partition).Track(drone), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("dedup: track of %q on partition %d: %w", drone, partition, err)
+	}
+	out := make([][]byte, len(pts))
+	for i, p := range pts {
+		out[i] = []byte(p)
+	}
+	return out, nil
+}
+
+// ZoneSwitches returns the partition's zone switches, oldest first.
+func (r *Redis) ZoneSwitches(ctx context.Context, partition int) ([]ZoneSwitch, error) {
+	ls, err := r.c.LRange(ctx, r.Keys(partition).ZoneSwitches(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("dedup: zone switches of partition %d: %w", partition, err)
+	}
+	out := make([]ZoneSwitch, 0, len(ls))
+	for _, l := range ls {
+		sw, err := ParseZoneSwitch(l)
+		if err != nil {
+			return nil, fmt.Errorf("dedup: partition %d: %w", partition, err)
+		}
+		out = append(out, sw)
+	}
+	return out, nil
 }
 
 // Outbox implements OutboxReader (the whole stream, XRANGE by pages).

@@ -4,14 +4,18 @@
 // atomic, versioned step. docs/redis-layout.md describes the Redis layout;
 // Memory is an in-memory implementation with the same contract.
 //
-// The store knows nothing of alarms: drone states and events are opaque
-// bytes to it, keyed by drone id and event id.
+// The store knows little of alarms: drone states and events are opaque
+// bytes to it, keyed by drone id and event id; an event id's suffix
+// (SuffixRaised, SuffixCleared) and a raised event's "ts" file it in the
+// partition's alarm index, which alerts/alarmstore reads.
 package dedup
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nofly-dev/nofly/internal/redislayout"
@@ -30,6 +34,50 @@ const NoVersion int64 = -1
 // event with the same id is not appended again for that long (the Redis
 // store keeps it up to one and a half times that, docs/redis-layout.md).
 const DefaultEventTTL = 7 * 24 * time.Hour
+
+// DefaultAlarmRetention is how long a cleared alarm stays in the alarm
+// index (--alarm-retention), the unique keys' TTL.
+const DefaultAlarmRetention = DefaultEventTTL
+
+// DefaultTrackLen is how many points a drone's track keeps, and
+// DefaultTrackTTL how long a track lives after its last point.
+const (
+	DefaultTrackLen = 50
+	DefaultTrackTTL = 24 * time.Hour
+)
+
+// The event id suffixes of an alarm's events (event id = alarm id +
+// suffix): the alarm index files each event under its id.
+const (
+	SuffixRaised  = ":raised"
+	SuffixCleared = ":cleared"
+	SuffixAcked   = ":acked"
+)
+
+// ZoneSwitch is one of a partition's zone switches: the records after
+// offset After were evaluated with zone set Version.
+type ZoneSwitch struct {
+	Version int64
+	After   int64
+}
+
+// String is the switch as stored: "<version> <after>".
+func (z ZoneSwitch) String() string {
+	return strconv.FormatInt(z.Version, 10) + " " + strconv.FormatInt(z.After, 10)
+}
+
+// ParseZoneSwitch parses a stored zone switch, "<version> <after>".
+func ParseZoneSwitch(s string) (ZoneSwitch, error) {
+	v, a, ok := strings.Cut(s, " ")
+	z := ZoneSwitch{}
+	var err1, err2 error
+	z.Version, err1 = strconv.ParseInt(v, 10, 64)
+	z.After, err2 = strconv.ParseInt(a, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return ZoneSwitch{}, fmt.Errorf("dedup: bad zone switch %q", s)
+	}
+	return z, nil
+}
 
 // Snapshot is a partition's stored state.
 type Snapshot struct {
@@ -79,8 +127,9 @@ type Store interface {
 	// Load returns the partition's drone states and applied offset.
 	Load(ctx context.Context, partition int) (Snapshot, error)
 	// Commit atomically checks that the partition's version equals
-	// expected, writes the batch's drone states, claims each event's unique
-	// key and appends the events whose key was new, and sets the version to
+	// expected, writes the batch's drone states and track points, records
+	// a zone switch, claims each event's unique key and appends the events
+	// whose key was new (indexing their alarms), and sets the version to
 	// b.Applied. It returns ErrFenced (writing nothing) when the version
 	// differs.
 	Commit(ctx context.Context, partition int, expected int64, b Batch) (Result, error)

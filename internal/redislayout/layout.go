@@ -68,6 +68,37 @@ func (k Keys) EventMark() string { return k.tag + ":evmark" }
 // committed by something other than the bucket layout.
 func (k Keys) Legacy() string { return k.tag + ":evlegacy" }
 
+// Alarms is the hash of the partition's alarms: field = an alarm event's
+// id (<alarm_id>:raised, :cleared, :acked), value = that event's JSON.
+func (k Keys) Alarms() string { return k.tag + ":alarms" }
+
+// AlarmsActive is the sorted set of active alarm ids, score = raise time
+// (unix milliseconds of the raised event's ts).
+func (k Keys) AlarmsActive() string { return k.tag + ":alarms:active" }
+
+// AlarmsCleared is the sorted set of cleared alarm ids, score = raise time.
+func (k Keys) AlarmsCleared() string { return k.tag + ":alarms:cleared" }
+
+// AlarmsGC is the sorted set of cleared alarm ids, score = the unix
+// milliseconds (Redis's clock) of the commit that cleared them: the batch
+// script deletes those older than the alarm retention.
+func (k Keys) AlarmsGC() string { return k.tag + ":alarms:gc" }
+
+// Track is drone's short track: a list of track point JSON, newest last.
+func (k Keys) Track(drone string) string { return k.TrackPrefix() + drone }
+
+// TrackPrefix is what Track puts before a drone id (the commit script's
+// argument).
+func (k Keys) TrackPrefix() string { return k.tag + ":track:" }
+
+// ZoneVersion is the string holding the zone set version of the
+// partition's last versioned batch.
+func (k Keys) ZoneVersion() string { return k.tag + ":zonever" }
+
+// ZoneSwitches is the list of "<version> <after_offset>": the records with
+// an offset above after_offset were evaluated with zone set version.
+func (k Keys) ZoneSwitches() string { return k.tag + ":zoneswitch" }
+
 // Cursor is the string holding the stream id output last passed; output is
 // KafkaOutput or WebhookOutput(name).
 func (k Keys) Cursor(output string) string { return k.tag + ":cursor:" + output }

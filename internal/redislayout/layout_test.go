@@ -24,6 +24,14 @@ func TestKeysPinned(t *testing.T) {
 		{"event bucket prefix", k.EventBucketPrefix(), "{nofly:telemetry.positions:3}:evb:"},
 		{"event mark", k.EventMark(), "{nofly:telemetry.positions:3}:evmark"},
 		{"legacy flag", k.Legacy(), "{nofly:telemetry.positions:3}:evlegacy"},
+		{"alarms", k.Alarms(), "{nofly:telemetry.positions:3}:alarms"},
+		{"active alarms", k.AlarmsActive(), "{nofly:telemetry.positions:3}:alarms:active"},
+		{"cleared alarms", k.AlarmsCleared(), "{nofly:telemetry.positions:3}:alarms:cleared"},
+		{"alarm gc", k.AlarmsGC(), "{nofly:telemetry.positions:3}:alarms:gc"},
+		{"track", k.Track("UAV-7"), "{nofly:telemetry.positions:3}:track:UAV-7"},
+		{"track prefix", k.TrackPrefix(), "{nofly:telemetry.positions:3}:track:"},
+		{"zone version", k.ZoneVersion(), "{nofly:telemetry.positions:3}:zonever"},
+		{"zone switches", k.ZoneSwitches(), "{nofly:telemetry.positions:3}:zoneswitch"},
 		{"kafka cursor", k.Cursor(KafkaOutput), "{nofly:telemetry.positions:3}:cursor:kafka"},
 		{"webhook cursor", k.Cursor(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:cursor:webhook:ops"},
 		{"webhook dead letters", k.Dead(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:dead:webhook:ops"},
@@ -74,17 +82,24 @@ func TestDocMatchesLayout(t *testing.T) {
 	k := Of("<prefix>", "<topic>", 0)
 	generic := func(s string) string { return strings.Replace(s, k.Tag(), "<tag>", 1) }
 	code := map[string]string{ // method → key as the doc writes it
-		"Applied":     generic(k.Applied()),
-		"Drones":      generic(k.Drones()),
-		"Outbox":      generic(k.Outbox()),
-		"Event":       generic(k.Event("<event_id>")),
-		"EventBucket": generic(k.EventBucketPrefix()) + "<expiry_ms>",
-		"EventMark":   generic(k.EventMark()),
-		"Legacy":      generic(k.Legacy()),
-		"Cursor":      generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
-		"Dead":        generic(k.Dead(WebhookOutput("<name>"))),
+		"Applied":       generic(k.Applied()),
+		"Drones":        generic(k.Drones()),
+		"Outbox":        generic(k.Outbox()),
+		"Event":         generic(k.Event("<event_id>")),
+		"EventBucket":   generic(k.EventBucketPrefix()) + "<expiry_ms>",
+		"EventMark":     generic(k.EventMark()),
+		"Legacy":        generic(k.Legacy()),
+		"Alarms":        generic(k.Alarms()),
+		"AlarmsActive":  generic(k.AlarmsActive()),
+		"AlarmsCleared": generic(k.AlarmsCleared()),
+		"AlarmsGC":      generic(k.AlarmsGC()),
+		"Track":         generic(k.Track("<drone_id>")),
+		"ZoneVersion":   generic(k.ZoneVersion()),
+		"ZoneSwitches":  generic(k.ZoneSwitches()),
+		"Cursor":        generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
+		"Dead":          generic(k.Dead(WebhookOutput("<name>"))),
 	}
-	notKeys := []string{"Tag", "EventPrefix", "EventBucketPrefix"}
+	notKeys := []string{"Tag", "EventPrefix", "EventBucketPrefix", "TrackPrefix"}
 	if n := reflect.TypeFor[Keys]().NumMethod(); n != len(code)+len(notKeys) {
 		t.Fatalf("Keys has %d methods, this test knows %d: add the new key to docs/redis-layout.md and here", n, len(code)+len(notKeys))
 	}
@@ -105,11 +120,11 @@ func TestDocMatchesLayout(t *testing.T) {
 	if ex := Of("nofly", "telemetry.positions", 3).Tag(); !regexp.MustCompile(`tag = \{<prefix>:<topic>:<partition>\} +e\.g\. ` + regexp.QuoteMeta(ex)).MatchString(doc) {
 		t.Errorf("docs/redis-layout.md: the tag line does not read tag = {<prefix>:<topic>:<partition>} e.g. %s", ex)
 	}
-	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\""; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
-		generic(k.EventPrefix()) != "<tag>:ev:" || !strings.Contains(doc, want) {
+	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, (drone_id, state)×n, (drone_id, point)×t, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
+		generic(k.EventPrefix()) != "<tag>:ev:" || generic(k.TrackPrefix()) != "<tag>:track:" || !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's key prefixes are not %q (code: %q, %q)", want, generic(k.EventBucketPrefix()), generic(k.EventPrefix()))
 	}
-	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy`"; !strings.Contains(doc, want) {
+	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy, alarms, alarms:active, alarms:cleared, alarms:gc, zonever, zoneswitch`"; !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's KEYS line is not %q", want)
 	}
 	if k.EventBucket(1764000000000) != k.EventBucketPrefix()+"1764000000000" {
