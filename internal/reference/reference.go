@@ -341,6 +341,8 @@ func Compare(want, got []Event) (Diff, error) {
 
 // ParseEvents reads NDJSON alarm events (the outbox's, alerts.events',
 // replay's); an event whose event_id is not alarm_id:type is an error.
+// Acked events (an operator's, through the HTTP API) are skipped: the
+// reference decides raises and clears from the telemetry alone.
 func ParseEvents(lines [][]byte) ([]Event, error) {
 	out := make([]Event, 0, len(lines))
 	for _, l := range lines {
@@ -357,6 +359,9 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 		}
 		if e.EventID != e.AlarmID+":"+e.Type {
 			return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type", e.EventID)
+		}
+		if e.Type == "acked" {
+			continue
 		}
 		out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq})
 	}

@@ -73,6 +73,10 @@ func TestParseEvents(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0] != (Event{"x", "raised", "d", "z", 4}) {
 		t.Fatalf("%v %v", es, err)
 	}
+	acked := `{"event_id":"x:acked","alarm_id":"x","type":"acked","drone_id":"d","zone_id":"z","seq":4,"by":"ops"}`
+	if es, err := ParseEvents([][]byte{[]byte(ok), []byte(acked)}); err != nil || len(es) != 1 || es[0].Type != "raised" {
+		t.Fatalf("with an acked event: %v %v, want the raise alone", es, err)
+	}
 	bad := strings.Replace(ok, "x:raised", "x:cleared", 1)
 	if _, err := ParseEvents([][]byte{[]byte(bad)}); err == nil || !strings.Contains(err.Error(), "not alarm_id:type") {
 		t.Fatalf("err = %v", err)

@@ -1,0 +1,535 @@
+// Package alarmstore is the read and ack side of the alarm index that the
+// batch script (dedup) keeps per partition: list and filter alarms newest
+// first by raise time, get one, and acknowledge one, the ack being an
+// event appended once to the alarm's partition outbox (docs/redis-layout.md,
+// "Alarms"). Any alerter instance may serve it: the state is in Redis.
+package alarmstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/redislayout"
+)
+
+// MaxNote is the longest ack note, in bytes.
+const MaxNote = 1024
+
+// The limits of a list request.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// States of an alarm, and of a list filter (StateAll: either).
+const (
+	StateActive  = "active"
+	StateCleared = "cleared"
+	StateAll     = "all"
+)
+
+// ErrNotFound is returned for an alarm id no partition holds.
+var ErrNotFound = errors.New("alarmstore: no such alarm")
+
+// ErrBadCursor is returned for a cursor List did not hand out.
+var ErrBadCursor = errors.New("alarmstore: bad cursor")
+
+// Options configure a Store. Redis, Topic and Partitions are required.
+type Options struct {
+	Redis      redis.UniversalClient
+	Prefix     string // dedup.DefaultPrefix when empty
+	Topic      string
+	Partitions int
+	Now        func() time.Time // time.Now when nil: the ack time
+}
+
+// Store reads and acks the alarms of every partition of a topic.
+type Store struct {
+	o    Options
+	keys []redislayout.Keys
+}
+
+// New returns a store on o.
+func New(o Options) (*Store, error) {
+	if o.Redis == nil || o.Topic == "" || o.Partitions <= 0 {
+		return nil, errors.New("alarmstore: Options need Redis, Topic and Partitions")
+	}
+	if o.Prefix == "" {
+		o.Prefix = dedup.DefaultPrefix
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Store{o: o, keys: make([]redislayout.Keys, o.Partitions)}
+	for p := range s.keys {
+		s.keys[p] = redislayout.Of(o.Prefix, o.Topic, p)
+	}
+	return s, nil
+}
+
+// Point is the event that raised or cleared an alarm.
+type Point struct {
+	EventID       string    `json:"event_id"`
+	Seq           int64     `json:"seq"`
+	TS            time.Time `json:"ts"`
+	Lat           float64   `json:"lat"`
+	Lon           float64   `json:"lon"`
+	AltM          *float64  `json:"alt_m"`
+	AltRef        string    `json:"alt_ref"`
+	HeightAssumed bool      `json:"height_assumed"`
+}
+
+// Clear is the clearing event, with its reason.
+type Clear struct {
+	Point
+	Reason string `json:"reason"`
+}
+
+// Ack is an alarm's acknowledgement.
+type Ack struct {
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	Note string    `json:"note"`
+}
+
+// Alarm is one alarm as the API answers it.
+type Alarm struct {
+	AlarmID     string `json:"alarm_id"`
+	DroneID     string `json:"drone_id"`
+	ZoneID      string `json:"zone_id"`
+	ZoneName    string `json:"zone_name"`
+	Category    string `json:"category"`
+	State       string `json:"state"`
+	Raised      Point  `json:"raised"`
+	Cleared     *Clear `json:"cleared"`
+	Ack         *Ack   `json:"ack"`
+	ZoneVersion int64  `json:"zone_version"`
+
+	// Partition holds the alarm (its drone's partition).
+	Partition int `json:"-"`
+	raised    alerts.Event
+}
+
+func point(e *alerts.Event) Point {
+	return Point{EventID: e.EventID, Seq: e.Seq, TS: e.TS, Lat: e.Lat, Lon: e.Lon, AltM: e.AltM,
+		AltRef: e.AltRef, HeightAssumed: e.HeightAssumed}
+}
+
+// fields are the alarm index's hash fields of alarm id, in the order
+// decode reads them.
+func fields(id string) []string {
+	return []string{id + dedup.SuffixRaised, id + dedup.SuffixCleared, id + dedup.SuffixAcked}
+}
+
+// decode builds an alarm from its three hash values (HMGET of fields);
+// ok is false when the raised event is absent.
+func decode(p int, vals []any) (Alarm, bool, error) {
+	if len(vals) != 3 {
+		return Alarm{}, false, fmt.Errorf("alarmstore: %d values, want 3", len(vals))
+	}
+	raw, ok := vals[0].(string)
+	if !ok {
+		return Alarm{}, false, nil
+	}
+	var r alerts.Event
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return Alarm{}, false, fmt.Errorf("alarmstore: partition %d: raised event: %w", p, err)
+	}
+	a := Alarm{AlarmID: r.AlarmID, DroneID: r.DroneID, ZoneID: r.ZoneID, ZoneName: r.ZoneName,
+		Category: r.Category, State: StateActive, Raised: point(&r), ZoneVersion: r.ZoneVersion,
+		Partition: p, raised: r}
+	if raw, ok := vals[1].(string); ok {
+		var c alerts.Event
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			return Alarm{}, false, fmt.Errorf("alarmstore: alarm %s: cleared event: %w", a.AlarmID, err)
+		}
+		a.State = StateCleared
+		a.Cleared = &Clear{Point: point(&c), Reason: c.Reason}
+	}
+	if raw, ok := vals[2].(string); ok {
+		ack, err := ackOf(raw)
+		if err != nil {
+			return Alarm{}, false, fmt.Errorf("alarmstore: alarm %s: %w", a.AlarmID, err)
+		}
+		a.Ack = &ack
+	}
+	return a, true, nil
+}
+
+func ackOf(raw string) (Ack, error) {
+	var e alerts.Event
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return Ack{}, fmt.Errorf("acked event: %w", err)
+	}
+	return Ack{By: e.By, At: e.TS, Note: e.Note}, nil
+}
+
+// validID: alarm ids are 32 lowercase hex digits; anything else is looked
+// up nowhere (and never spliced into a key).
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns alarm id, looked up on every partition in one pipelined
+// round trip; ErrNotFound when none holds it.
+func (s *Store) Get(ctx context.Context, id string) (Alarm, error) {
+	if !validID(id) {
+		return Alarm{}, ErrNotFound
+	}
+	cmds := make([]*redis.SliceCmd, len(s.keys))
+	_, err := s.o.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range s.keys {
+			cmds[i] = p.HMGet(ctx, k.Alarms(), fields(id)...)
+		}
+		return nil
+	})
+	if err != nil {
+		return Alarm{}, fmt.Errorf("alarmstore: get %s: %w", id, err)
+	}
+	for p, c := range cmds {
+		a, ok, err := decode(p, c.Val())
+		if err != nil {
+			return Alarm{}, err
+		}
+		if ok {
+			return a, nil
+		}
+	}
+	return Alarm{}, ErrNotFound
+}
+
+// get reads alarm id on partition p.
+func (s *Store) get(ctx context.Context, p int, id string) (Alarm, error) {
+	vals, err := s.o.Redis.HMGet(ctx, s.keys[p].Alarms(), fields(id)...).Result()
+	if err != nil {
+		return Alarm{}, fmt.Errorf("alarmstore: get %s on partition %d: %w", id, p, err)
+	}
+	a, ok, err := decode(p, vals)
+	if err != nil {
+		return Alarm{}, err
+	}
+	if !ok {
+		return Alarm{}, ErrNotFound
+	}
+	return a, nil
+}
+
+// ackScript records an ack and appends its event in one step, so
+// concurrent acks of one alarm append one event: {0} when the alarm is not
+// (or no longer) indexed, {2, acked_json} when it was acked before (nothing
+// written), {1} when this ack is recorded and appended. KEYS = alarms,
+// outbox; ARGV = alarm id, acked event JSON.
+var ackScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1] .. '` + dedup.SuffixRaised + `') == 0 then
+  return {0}
+end
+local id = ARGV[1] .. '` + dedup.SuffixAcked + `'
+local cur = redis.call('HGET', KEYS[1], id)
+if cur then
+  return {2, cur}
+end
+redis.call('HSET', KEYS[1], id, ARGV[2])
+redis.call('XADD', KEYS[2], '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ARGV[2])
+return {1}
+`)
+
+// AckEvent is the acked event of alarm a by caller by with note at time
+// at: the raised event's fields (drone, zone, category, zone version,
+// seq, position, partition and offset of the raising record) with type
+// acked, ts at, by and note.
+func AckEvent(a Alarm, by, note string, at time.Time) alerts.Event {
+	e := a.raised
+	e.EventID = a.AlarmID + dedup.SuffixAcked
+	e.Type = alerts.Acked
+	e.TS = at.UTC()
+	e.Reason = ""
+	e.By, e.Note = by, note
+	return e
+}
+
+// Ack acknowledges alarm id as by with note. already is true when it was
+// acknowledged before: that first ack is kept and nothing is written.
+// The acked event is appended to the alarm's partition outbox in the same
+// script that records the ack.
+func (s *Store) Ack(ctx context.Context, id, by, note string) (a Alarm, already bool, err error) {
+	if len(note) > MaxNote {
+		return Alarm{}, false, fmt.Errorf("alarmstore: note of %d bytes is over %d", len(note), MaxNote)
+	}
+	a, err = s.Get(ctx, id)
+	if err != nil {
+		return Alarm{}, false, err
+	}
+	if a.Ack != nil {
+		return a, true, nil
+	}
+	ev := AckEvent(a, by, note, s.o.Now())
+	js := ev.AppendJSON(nil)
+	k := s.keys[a.Partition]
+	res, err := ackScript.Run(ctx, s.o.Redis, []string{k.Alarms(), k.Outbox()}, id, js).Slice()
+	if err != nil {
+		return Alarm{}, false, fmt.Errorf("alarmstore: ack %s: %w", id, err)
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		return Alarm{}, false, ErrNotFound
+	case 2:
+		raw, _ := res[1].(string)
+		ack, err := ackOf(raw)
+		if err != nil {
+			return Alarm{}, false, err
+		}
+		a.Ack = &ack
+		return a, true, nil
+	}
+	// Read back: a clear may have come in between.
+	a, err = s.get(ctx, a.Partition, id)
+	return a, false, err
+}
+
+// Filter selects alarms for List. The zero value lists active alarms,
+// DefaultLimit of them.
+type Filter struct {
+	State    string // StateActive (default), StateCleared, StateAll
+	Acked    *bool  // nil: either
+	Drone    string // "" : any
+	Zone     string
+	Category string
+	// Since and Until bound the raise time (inclusive); zero: unbounded.
+	Since, Until time.Time
+	Limit        int    // DefaultLimit when 0; at most MaxLimit
+	Cursor       string // from a previous page's next cursor
+}
+
+func (f *Filter) match(a *Alarm) bool {
+	return (f.Acked == nil || *f.Acked == (a.Ack != nil)) &&
+		(f.Drone == "" || f.Drone == a.DroneID) &&
+		(f.Zone == "" || f.Zone == a.ZoneID) &&
+		(f.Category == "" || f.Category == a.Category)
+}
+
+// position is a place in the list order: raise time descending, then
+// alarm id descending (the sorted sets' reverse order).
+type position struct {
+	ms int64
+	id string
+}
+
+func (p position) before(q position) bool { return p.ms > q.ms || (p.ms == q.ms && p.id > q.id) }
+
+// The cursor is the last listed alarm's position, base64url of "ms id".
+func (p position) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.ms, 10) + " " + p.id))
+}
+
+func parseCursor(c string) (position, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return position{}, ErrBadCursor
+	}
+	ms, id, ok := strings.Cut(string(b), " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || !validID(id) {
+		return position{}, ErrBadCursor
+	}
+	return position{n, id}, nil
+}
+
+// source is one sorted set (one partition's active or cleared alarms)
+// read in pages, newest first, strictly after a position.
+type source struct {
+	p        int
+	key      string
+	max      string // inclusive upper score of the next page
+	min      string
+	off      int64 // members at score max already read
+	after    *position
+	buf      []position
+	done     bool
+	pageSize int64
+}
+
+func (src *source) query() *redis.ZRangeBy {
+	return &redis.ZRangeBy{Max: src.max, Min: src.min, Offset: src.off, Count: src.pageSize}
+}
+
+// fill takes one page's reply.
+func (src *source) fill(zs []redis.Z) {
+	if int64(len(zs)) < src.pageSize {
+		src.done = true
+	}
+	if len(zs) == 0 {
+		return
+	}
+	last := zs[len(zs)-1].Score
+	if ls := strconv.FormatFloat(last, 'f', -1, 64); ls == src.max {
+		src.off += int64(len(zs))
+	} else {
+		src.max = ls
+		src.off = 0
+		for _, z := range zs {
+			if z.Score == last {
+				src.off++
+			}
+		}
+	}
+	for _, z := range zs {
+		pos := position{int64(z.Score), z.Member.(string)}
+		if src.after != nil && !src.after.before(pos) {
+			continue
+		}
+		src.buf = append(src.buf, pos)
+	}
+}
+
+// List returns up to f.Limit alarms matching f, newest first by raise time
+// (ties by alarm id, descending), across every partition, and the cursor
+// of the next page ("" when there is none).
+func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
+	if f.Limit <= 0 {
+		f.Limit = DefaultLimit
+	}
+	f.Limit = min(f.Limit, MaxLimit)
+	var sets []func(redislayout.Keys) string
+	switch f.State {
+	case "", StateActive:
+		sets = append(sets, redislayout.Keys.AlarmsActive)
+	case StateCleared:
+		sets = append(sets, redislayout.Keys.AlarmsCleared)
+	case StateAll:
+		sets = append(sets, redislayout.Keys.AlarmsActive, redislayout.Keys.AlarmsCleared)
+	default:
+		return nil, "", fmt.Errorf("alarmstore: bad state %q", f.State)
+	}
+	hi, lo := "+inf", "-inf"
+	if !f.Until.IsZero() {
+		hi = strconv.FormatInt(f.Until.UnixMilli(), 10)
+	}
+	if !f.Since.IsZero() {
+		lo = strconv.FormatInt(f.Since.UnixMilli(), 10)
+	}
+	var after *position
+	if f.Cursor != "" {
+		c, err := parseCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &c
+		if f.Until.IsZero() || c.ms < f.Until.UnixMilli() {
+			hi = strconv.FormatInt(c.ms, 10)
+		}
+	}
+	// Unfiltered, limit+1 candidates tell whether a next page exists;
+	// filtered, pages are larger since some are dropped.
+	page := int64(f.Limit + 1)
+	if f.Acked != nil || f.Drone != "" || f.Zone != "" || f.Category != "" {
+		page = MaxLimit
+	}
+	var srcs []*source
+	for p, k := range s.keys {
+		for _, set := range sets {
+			srcs = append(srcs, &source{p: p, key: set(k), max: hi, min: lo, after: after, pageSize: page})
+		}
+	}
+	if err := s.fetch(ctx, srcs); err != nil {
+		return nil, "", err
+	}
+	out := make([]Alarm, 0, f.Limit)
+	var last position
+	type cand struct {
+		p   int
+		pos position
+	}
+	for {
+		// Merge the next chunk of candidates (newest first) from the sources.
+		var chunk []cand
+		for len(chunk) < int(page) {
+			var best *source
+			var refill []*source
+			for _, src := range srcs {
+				if len(src.buf) == 0 && !src.done {
+					refill = append(refill, src)
+				}
+			}
+			if len(refill) > 0 {
+				if err := s.fetch(ctx, refill); err != nil {
+					return nil, "", err
+				}
+			}
+			for _, src := range srcs {
+				if len(src.buf) > 0 && (best == nil || src.buf[0].before(best.buf[0])) {
+					best = src
+				}
+			}
+			if best == nil {
+				break
+			}
+			chunk = append(chunk, cand{best.p, best.buf[0]})
+			best.buf = best.buf[1:]
+		}
+		if len(chunk) == 0 {
+			return out, "", nil
+		}
+		cmds := make([]*redis.SliceCmd, len(chunk))
+		_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for i, c := range chunk {
+				cmds[i] = pl.HMGet(ctx, s.keys[c.p].Alarms(), fields(c.pos.id)...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("alarmstore: list: %w", err)
+		}
+		for i, c := range chunk {
+			a, ok, err := decode(c.p, cmds[i].Val())
+			if err != nil {
+				return nil, "", err
+			}
+			// A member without its events was deleted in between (GC): skip it.
+			if !ok || !f.match(&a) {
+				continue
+			}
+			if len(out) == f.Limit {
+				return out, last.cursor(), nil
+			}
+			out = append(out, a)
+			last = c.pos
+		}
+	}
+}
+
+// fetch reads the next page of each source, pipelined.
+func (s *Store) fetch(ctx context.Context, srcs []*source) error {
+	cmds := make([]*redis.ZSliceCmd, len(srcs))
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for i, src := range srcs {
+			cmds[i] = pl.ZRevRangeByScoreWithScores(ctx, src.key, src.query())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("alarmstore: list: %w", err)
+	}
+	for i, src := range srcs {
+		src.fill(cmds[i].Val())
+	}
+	return nil
+}
