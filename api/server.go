@@ -10,6 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/geofence/zonestore"
 )
 
 // Role is what an API token may do; each role may do what the roles below
@@ -58,6 +60,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+
+	// ZoneValidator checks zone changes as the alerter loads zones
+	// (--strict-zones, --conservative-zones, --allow-empty-zones).
+	ZoneValidator zonestore.Validator
 }
 
 // Server is the HTTP alert API.

@@ -1,6 +1,391 @@
 package api
 
-import "github.com/go-chi/chi/v5"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 
-// mountZones adds the /v1/zones routes.
-func (s *Server) mountZones(r chi.Router) {}
+	"github.com/go-chi/chi/v5"
+
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/geofence/zonestore"
+)
+
+// Body limits of the zone changes: a whole set, one feature.
+const (
+	maxZoneSetBody  = 32 << 20
+	maxFeatureBody  = 1 << 20
+	putConflictTrys = 100 // a change without If-Match retries a lost race this often
+)
+
+// zonesAPI serves /v1/zones from the zone store (geofence/zonestore).
+type zonesAPI struct {
+	s     *Server
+	store *zonestore.Store
+	v     zonestore.Validator
+}
+
+// mountZones adds the /v1/zones routes: reads need a viewer, changes an
+// admin. Every change is validated whole with the alerter's zone options
+// and written all-or-nothing as the next integer version.
+func (s *Server) mountZones(r chi.Router) {
+	z := &zonesAPI{s: s, v: s.o.ZoneValidator,
+		store: zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now})}
+	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones", z.list)
+	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones", z.putSet)
+	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/history", z.history)
+	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/{id}", z.get)
+	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones/{id}", z.putFeature)
+	r.With(s.zoneRole(RoleAdmin)).Delete("/v1/zones/{id}", z.delete)
+}
+
+// zoneRole is the role check of a zone route (H1's require once it lands).
+func (s *Server) zoneRole(role Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return next }
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
+
+// current returns the current entry; an empty store is version 0 with no
+// zones.
+func (z *zonesAPI) current(ctx context.Context) (zonestore.Entry, error) {
+	e, err := z.store.Current(ctx)
+	if errors.Is(err, zonestore.ErrEmpty) {
+		return zonestore.Entry{Format: string(geofence.FormatGeoJSON), Zones: json.RawMessage(`{"type":"FeatureCollection","features":[]}`)}, nil
+	}
+	return e, err
+}
+
+func (z *zonesAPI) list(w http.ResponseWriter, r *http.Request) {
+	e, err := z.current(r.Context())
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", "read the zone set: "+err.Error(), nil)
+		return
+	}
+	doc, err := zonestore.WithVersion(e.Zones, e.Version)
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	w.Header().Set("ETag", etag(e.Version))
+	w.Header().Set("Content-Type", "application/geo+json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(doc)
+}
+
+func (z *zonesAPI) get(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	e, err := z.current(r.Context())
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", "read the zone set: "+err.Error(), nil)
+		return
+	}
+	f, ok, err := zonestore.Feature(e.Zones, id)
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	if !ok {
+		zoneError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no zone %q in version %d", id, e.Version), map[string]any{"id": id, "version": e.Version})
+		return
+	}
+	w.Header().Set("ETag", etag(e.Version))
+	w.Header().Set("Content-Type", "application/geo+json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(f)
+}
+
+// ZoneChange is the answer to a zone change.
+type ZoneChange struct {
+	Version         int64              `json:"version"`
+	PreviousVersion int64              `json:"previous_version"`
+	Format          string             `json:"format"`
+	Zones           int                `json:"zones"`
+	Added           []string           `json:"added"`
+	Removed         []string           `json:"removed"`
+	Changed         []string           `json:"changed"`
+	Warnings        []geofence.Problem `json:"warnings"`
+}
+
+// ifMatch reads If-Match: a version, quoted or not (ETag); absent is -1.
+func ifMatch(r *http.Request) (int64, bool) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" {
+		return -1, true
+	}
+	h = strings.TrimPrefix(h, "W/")
+	h = strings.Trim(h, `"`)
+	v, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// change applies edit to the current set and stores the result as the next
+// version: against If-Match when given (412 when it is not current), else
+// against the version read, retried when another change wins the race.
+func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zonestore.Entry) ([]byte, *apiError)) {
+	want, ok := ifMatch(r)
+	if !ok {
+		zoneError(w, http.StatusBadRequest, "bad_request", "If-Match must be a zone set version (an integer, as the ETag gives it)", map[string]any{"field": "If-Match"})
+		return
+	}
+	ctx := r.Context()
+	for try := 0; ; try++ {
+		cur, err := z.current(ctx)
+		if err != nil {
+			zoneError(w, http.StatusInternalServerError, "internal", "read the zone set: "+err.Error(), nil)
+			return
+		}
+		if want >= 0 && cur.Version != want {
+			precondition(w, want, cur.Version)
+			return
+		}
+		doc, aerr := edit(cur)
+		if aerr != nil {
+			zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
+			return
+		}
+		format, norm, set, err := z.v.Normalize(doc)
+		if err != nil {
+			invalidZones(w, err)
+			return
+		}
+		e, err := z.store.Put(ctx, cur.Version, string(format), norm, callerName(ctx))
+		var ce *zonestore.ConflictError
+		if errors.As(err, &ce) {
+			if want >= 0 || try+1 >= putConflictTrys {
+				precondition(w, cur.Version, ce.Current)
+				return
+			}
+			continue
+		}
+		if err != nil {
+			zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+			return
+		}
+		ans := ZoneChange{Version: e.Version, PreviousVersion: cur.Version, Format: e.Format, Zones: len(set.Zones),
+			Warnings: set.Report.Warnings}
+		if old, _, err := z.v.Index(cur); err == nil || cur.Version == 0 {
+			if nix, err := geofence.NewIndex(set); err == nil {
+				ch := geofence.Diff(old, nix)
+				ans.Added, ans.Removed, ans.Changed = ch.Added, ch.Removed, ch.Changed
+			}
+		}
+		for _, l := range []*[]string{&ans.Added, &ans.Removed, &ans.Changed} {
+			if *l == nil {
+				*l = []string{}
+			}
+		}
+		if ans.Warnings == nil {
+			ans.Warnings = []geofence.Problem{}
+		}
+		z.s.log.Info("zones changed", "version", e.Version, "by", e.By, "format", e.Format, "zones", ans.Zones,
+			"added", ans.Added, "removed", ans.Removed, "changed", ans.Changed)
+		w.Header().Set("ETag", etag(e.Version))
+		zoneJSON(w, http.StatusOK, ans)
+		return
+	}
+}
+
+func callerName(ctx context.Context) string {
+	if c, ok := CallerFrom(ctx); ok && c.Name != "" {
+		return c.Name
+	}
+	return "unauthenticated"
+}
+
+func precondition(w http.ResponseWriter, ifMatch, current int64) {
+	w.Header().Set("ETag", etag(current))
+	zoneError(w, http.StatusPreconditionFailed, "version_mismatch",
+		fmt.Sprintf("the zone set is at version %d, not %d: read it again and apply the change to it", current, ifMatch),
+		map[string]any{"if_match": ifMatch, "current_version": current})
+}
+
+// invalidZones answers a change that does not load: 400 naming the first
+// problem's feature and field, every problem listed.
+func invalidZones(w http.ResponseWriter, err error) {
+	var ve *geofence.ValidationError
+	switch {
+	case errors.As(err, &ve) && len(ve.Problems) > 0:
+		p := ve.Problems[0]
+		d := map[string]any{"field": p.Field, "problems": ve.Problems}
+		if p.Feature > 0 {
+			d["feature"] = p.Feature
+		}
+		if p.ID != "" {
+			d["id"] = p.ID
+		}
+		msg := p.String()
+		if n := len(ve.Problems); n > 1 {
+			msg += fmt.Sprintf(" (and %d more problems)", n-1)
+		}
+		zoneError(w, http.StatusBadRequest, "invalid_zones", msg, d)
+	case errors.Is(err, zonestore.ErrNoZones):
+		zoneError(w, http.StatusBadRequest, "invalid_zones", err.Error()+" (the alerter runs with --allow-empty-zones off)", map[string]any{"field": "features"})
+	default:
+		zoneError(w, http.StatusBadRequest, "invalid_zones", err.Error(), map[string]any{"field": "body"})
+	}
+}
+
+type apiError struct {
+	status  int
+	code    string
+	msg     string
+	details map[string]any
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, &apiError{http.StatusBadRequest, "bad_request", "read the body: " + err.Error(), map[string]any{"field": "body"}}
+	}
+	if int64(len(b)) > limit {
+		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", limit), map[string]any{"field": "body", "limit": limit}}
+	}
+	return b, nil
+}
+
+func (z *zonesAPI) putSet(w http.ResponseWriter, r *http.Request) {
+	b, aerr := readBody(r, maxZoneSetBody)
+	if aerr != nil {
+		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
+		return
+	}
+	z.change(w, r, func(zonestore.Entry) ([]byte, *apiError) { return b, nil })
+}
+
+// idKey is where a feature of a stored set's format carries its zone id.
+func idKey(format string) (outer, key string) {
+	switch geofence.Format(format) {
+	case geofence.FormatED318:
+		return "properties", "identifier"
+	case geofence.FormatED269:
+		return "", "identifier"
+	}
+	return "properties", "id"
+}
+
+func (z *zonesAPI) putFeature(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	b, aerr := readBody(r, maxFeatureBody)
+	if aerr != nil {
+		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
+		return
+	}
+	z.change(w, r, func(e zonestore.Entry) ([]byte, *apiError) {
+		f, aerr := featureWithID(b, id, e.Format)
+		if aerr != nil {
+			return nil, aerr
+		}
+		doc, err := zonestore.WithFeature(e.Zones, id, f)
+		if err != nil {
+			return nil, &apiError{http.StatusInternalServerError, "internal", err.Error(), nil}
+		}
+		return doc, nil
+	})
+}
+
+// featureWithID checks that the body is one feature whose zone id, if it
+// has one, is the path's, and gives it the path's id when it has none.
+func featureWithID(b []byte, id, format string) (json.RawMessage, *apiError) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(bytes.TrimSpace(b), &m); err != nil || m == nil {
+		return nil, &apiError{http.StatusBadRequest, "bad_request", "the body must be one zone feature (a JSON object, a GeoJSON Feature for a GeoJSON or ED-318 set)", map[string]any{"field": "body"}}
+	}
+	outer, key := idKey(format)
+	field := key
+	if outer != "" {
+		field = outer + "." + key
+	}
+	if got := zonestore.FeatureID(b); got != "" {
+		if got != id {
+			return nil, &apiError{http.StatusBadRequest, "bad_request", fmt.Sprintf("%s: the feature's id %q is not the path's %q", field, got, id), map[string]any{"field": field}}
+		}
+		return json.RawMessage(b), nil
+	}
+	q, _ := json.Marshal(id)
+	if outer == "" {
+		m[key] = q
+	} else {
+		var p map[string]json.RawMessage
+		if raw, ok := m[outer]; ok && json.Unmarshal(raw, &p) != nil {
+			return nil, &apiError{http.StatusBadRequest, "bad_request", outer + ": must be an object", map[string]any{"field": outer}}
+		}
+		if p == nil {
+			p = map[string]json.RawMessage{}
+		}
+		p[key] = q
+		pb, _ := json.Marshal(p)
+		m[outer] = pb
+	}
+	out, _ := json.Marshal(m)
+	return out, nil
+}
+
+func (z *zonesAPI) delete(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	z.change(w, r, func(e zonestore.Entry) ([]byte, *apiError) {
+		doc, had, err := zonestore.WithoutFeature(e.Zones, id)
+		if err != nil {
+			return nil, &apiError{http.StatusInternalServerError, "internal", err.Error(), nil}
+		}
+		if !had {
+			return nil, &apiError{http.StatusNotFound, "not_found", fmt.Sprintf("no zone %q in version %d", id, e.Version), map[string]any{"id": id, "version": e.Version}}
+		}
+		return doc, nil
+	})
+}
+
+func (z *zonesAPI) history(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	// The switches first: a version they name is then in the history read
+	// after them, unless trimmed.
+	sw, err := zonestore.ReadSwitches(ctx, z.s.o.Redis, z.s.o.Prefix, z.s.o.Topic, z.s.o.Partitions)
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	vs, err := z.store.History(ctx)
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	cur, err := z.store.Version(ctx)
+	if err != nil {
+		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	if vs == nil {
+		vs = []zonestore.Entry{}
+	}
+	w.Header().Set("ETag", etag(cur))
+	zoneJSON(w, http.StatusOK, zonestore.History{Topic: z.s.o.Topic, Partitions: z.s.o.Partitions, Current: cur, Versions: vs, Switches: sw})
+}
+
+// zoneJSON and zoneError write JSON answers and the shared error body
+// {"error", "code", "details"} (H1's writeJSON/writeError once they land).
+func zoneJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encode the answer","code":"internal","details":{}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func zoneError(w http.ResponseWriter, status int, code, msg string, details map[string]any) {
+	if details == nil {
+		details = map[string]any{}
+	}
+	zoneJSON(w, status, map[string]any{"error": msg, "code": code, "details": details})
+}

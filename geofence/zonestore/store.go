@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
 // Keys names the zone store's keys under a Redis prefix. They share the
@@ -45,9 +47,6 @@ func (k Keys) History() string { return k.tag + ":history" }
 // Times is the sorted set of the versions kept, scored by the unix time in
 // milliseconds they were made at: the history's trimming order.
 func (k Keys) Times() string { return k.tag + ":times" }
-
-// Channel is the pub/sub channel a change publishes its version on.
-func (k Keys) Channel() string { return k.tag + ":changed" }
 
 // Entry is one version of the zone set.
 type Entry struct {
@@ -202,7 +201,57 @@ func (s *Store) Put(ctx context.Context, expected int64, format string, zones js
 	if res[0] == 0 {
 		return Entry{}, &ConflictError{Expected: expected, Current: res[1]}
 	}
-	// Best effort: instances poll the version too.
-	_ = s.rdb.Publish(ctx, k.Channel(), strconv.FormatInt(e.Version, 10)).Err()
 	return e, nil
+}
+
+// Switch is a partition's switch to a zone set version: its records at
+// offsets above AfterOffset were evaluated with Version, until the next
+// switch.
+type Switch struct {
+	Version     int64 `json:"version"`
+	AfterOffset int64 `json:"after_offset"`
+}
+
+// ReadSwitches reads every partition's zone switches (the batch script's
+// <tag>:zoneswitch lists of "<version> <after_offset>", oldest first), by
+// partition number in decimal, in one pipeline.
+func ReadSwitches(ctx context.Context, rdb redis.UniversalClient, prefix, topic string, partitions int) (map[string][]Switch, error) {
+	cmds := make([]*redis.StringSliceCmd, partitions)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.LRange(ctx, redislayout.Of(prefix, topic, i).ZoneSwitches(), 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zonestore: read zone switches: %w", err)
+	}
+	out := make(map[string][]Switch, partitions)
+	for i, c := range cmds {
+		l := make([]Switch, 0, len(c.Val()))
+		for _, s := range c.Val() {
+			var sw Switch
+			if _, err := fmt.Sscanf(s, "%d %d", &sw.Version, &sw.AfterOffset); err != nil {
+				return nil, fmt.Errorf("zonestore: partition %d: zone switch %q: %w", i, s, err)
+			}
+			l = append(l, sw)
+		}
+		out[strconv.Itoa(i)] = l
+	}
+	return out, nil
+}
+
+// History is GET /v1/zones/history and the file `alerter replay
+// --zone-history` reads: the versions kept and each partition's switches,
+// so that a replay evaluates each record with the version live used.
+type History struct {
+	Topic      string `json:"topic"`
+	Partitions int    `json:"partitions"`
+	// Current is the current version (0: no zone set stored).
+	Current int64 `json:"current_version"`
+	// Versions are the versions kept, oldest first.
+	Versions []Entry `json:"versions"`
+	// Switches are each partition's switches, oldest first, by partition
+	// number (decimal).
+	Switches map[string][]Switch `json:"switches"`
 }
