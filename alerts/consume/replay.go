@@ -41,11 +41,29 @@ type ReplayOptions struct {
 	Batch  int    // records per engine batch, at least 1
 	Strict bool   // the first bad line is an error and no event is written
 
+	// Partition is the partition the replay runs as (its events carry it),
+	// FirstOffset the offset of the input's first line: line n is offset
+	// FirstOffset+n-1, as in a partition dumped from FirstOffset on, so that
+	// Switches, taken from the live partition, apply at the same records.
+	Partition   int
+	FirstOffset int64
+	// Switches change the zone set during the replay, oldest first: the
+	// records at offsets above a switch's After are evaluated with its Zones
+	// (until the next switch), as the live partition recorded them; the
+	// records at or below the first are evaluated with Replay's zones.
+	Switches []ZoneSwitch
+
 	// Progress, when set, is called about every ProgressEvery (5 s when
 	// zero) while the replay runs, between two batches: a replay shorter
 	// than that never calls it.
 	Progress      func(ReplayProgress)
 	ProgressEvery time.Duration
+}
+
+// ZoneSwitch is a switch of the zone set at an offset of the partition.
+type ZoneSwitch struct {
+	After int64
+	Zones alerts.Zones
 }
 
 // ReplayProgress is where a running replay is.
@@ -72,10 +90,11 @@ type ReplayResult struct {
 }
 
 // Replay runs the NDJSON telemetry of in, in order, through the same engine
-// as the live alerter — as one partition (0), in batches of o.Batch
+// as the live alerter — as one partition (o.Partition), in batches of o.Batch
 // records — and writes the events to out as NDJSON. The events equal the
 // live pipeline's for the same records in the same order in every field but
-// partition and offset.
+// partition and offset (and in those too when the input is one partition
+// dumped from o.FirstOffset on, replayed as o.Partition).
 //
 // It streams: it reads a batch of lines, applies it and writes the batch's
 // events before it reads the next, so its memory is the drones' states and
@@ -101,7 +120,12 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 	if o.Batch < 1 {
 		return ReplayResult{}, fmt.Errorf("consume: replay batch %d, must be at least 1", o.Batch)
 	}
-	eng, err := alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
+	for i := 1; i < len(o.Switches); i++ {
+		if o.Switches[i].After < o.Switches[i-1].After {
+			return ReplayResult{}, fmt.Errorf("consume: replay zone switches out of order (after %d, then %d)", o.Switches[i-1].After, o.Switches[i].After)
+		}
+	}
+	eng, err := alerts.NewEngine(o.Partition, dedup.Snapshot{Applied: dedup.NoVersion})
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -110,7 +134,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 		every = 5 * time.Second
 	}
 	cr := &countingReader{r: in}
-	rd := &lineReader{name: o.Name, strict: o.Strict, sc: bufio.NewScanner(cr),
+	rd := &lineReader{name: o.Name, strict: o.Strict, sc: bufio.NewScanner(cr), base: o.FirstOffset,
 		rep: InputReport{Name: o.Name, DroppedBy: map[string]int{}}}
 	rd.sc.Buffer(make([]byte, 256<<10), maxLine)
 
@@ -124,6 +148,26 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 	}
 
 	var total alerts.Stats
+	switches := o.Switches
+	apply := func(zones alerts.Zones, recs []alerts.Record) error {
+		res := eng.Apply(zones, recs)
+		if res == nil {
+			return nil
+		}
+		total.Records += res.Stats.Records
+		total.Applied += res.Stats.Applied
+		total.Duplicates += res.Stats.Duplicates
+		total.Invalid += res.Stats.Invalid
+		total.Skipped += res.Stats.Skipped
+		total.Raised += res.Stats.Raised
+		total.Cleared += res.Stats.Cleared
+		for _, e := range res.Batch.Events {
+			if err := w.Write(e.JSON); err != nil {
+				return fmt.Errorf("write events: %w", err)
+			}
+		}
+		return nil
+	}
 	start := time.Now()
 	next := start.Add(every)
 	for {
@@ -137,19 +181,24 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 			}
 			return ReplayResult{Stats: total, Input: rd.rep}, err
 		}
-		if res := eng.Apply(zones, recs); res != nil {
-			total.Records += res.Stats.Records
-			total.Applied += res.Stats.Applied
-			total.Duplicates += res.Stats.Duplicates
-			total.Invalid += res.Stats.Invalid
-			total.Skipped += res.Stats.Skipped
-			total.Raised += res.Stats.Raised
-			total.Cleared += res.Stats.Cleared
-			for _, e := range res.Batch.Events {
-				if err := w.Write(e.JSON); err != nil {
-					return ReplayResult{Stats: total, Input: rd.rep}, fmt.Errorf("write events: %w", err)
+		// The batch is applied in runs of records of one zone set: a run
+		// ends where the live partition switched sets.
+		for len(recs) > 0 {
+			n := len(recs)
+			for i := range recs {
+				if len(switches) > 0 && recs[i].Offset > switches[0].After {
+					n = i
+					break
 				}
 			}
+			if n == 0 {
+				zones, switches = switches[0].Zones, switches[1:]
+				continue
+			}
+			if err := apply(zones, recs[:n]); err != nil {
+				return ReplayResult{Stats: total, Input: rd.rep}, err
+			}
+			recs = recs[n:]
 		}
 		if !more {
 			break
@@ -174,7 +223,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 }
 
 // lineReader reads an NDJSON telemetry file, one record per line, into
-// batches of records numbered by line (offset = line number - 1; blank
+// batches of records numbered by line (offset = FirstOffset + line number - 1; blank
 // lines are skipped, so offsets need not be contiguous), as ingest reads a
 // request: a UTF-8 byte order mark at the start is skipped, and an optional
 // field outside every convention is dropped (telemetry.DecodeWarn; the
@@ -185,6 +234,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 type lineReader struct {
 	name   string
 	strict bool
+	base   int64 // the offset of line 1
 	sc     *bufio.Scanner
 	rep    InputReport
 	line   int   // lines read
@@ -246,7 +296,7 @@ func (r *lineReader) readBatch(n int) ([]alerts.Record, bool, error) {
 			}
 		}
 		spans = append(spans, span{from, len(arena)})
-		recs = append(recs, alerts.Record{Offset: int64(r.line - 1)})
+		recs = append(recs, alerts.Record{Offset: r.base + int64(r.line-1)})
 	}
 	if err := r.sc.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line+1, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nofly-dev/nofly/alerts/consume"
+	"github.com/nofly-dev/nofly/geofence"
 )
 
 // ErrInput is wrapped by errors about the replayed file's content.
@@ -25,26 +26,44 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
+	history := fs.String("zone-history", "", "zone history (GET /v1/zones/history's answer, saved to a file): each record is evaluated with the zone set version its partition used live; needs --partition")
+	partition := fs.Int("partition", -1, "the partition the input was dumped from (with --zone-history): its zone switches apply, and the events carry it")
+	firstOffset := fs.Int64("first-offset", 0, "the offset of the input's first line (line n is offset first-offset+n-1), for a partition dumped from later than offset 0")
 	strict := fs.Bool("strict", false, "stop at the first bad line, writing no event; without it bad lines are skipped, reported at the end, and the exit status is 1")
 	if err := fs.Parse(args, getenv); err != nil {
 		return err
 	}
 	switch {
-	case c.Zones == "":
-		return badField("Zones", "a zone file is required")
+	case c.Zones == "" && *history == "":
+		return badField("Zones", "a zone file (or --zone-history) is required")
+	case *history != "" && *partition < 0:
+		return fmt.Errorf("%w: --zone-history needs --partition, the partition the input was dumped from", ErrConfig)
 	case *input == "":
 		return fmt.Errorf("%w: --input is required", ErrConfig)
 	case c.Batch < 1:
 		return badField("Batch", "must be at least 1")
 	}
-	ix, zrep, err := c.zoneSource().load()
-	if err != nil {
-		return err
-	}
-	// The zone summary on stderr: an audit over no zones, or over zones
-	// dropped or warned of, must say so.
-	logZoneReport(newLogger(stderr, c.LogLevel), "zones loaded", zrep, ix.Version())
 	log := newLogger(stderr, c.LogLevel)
+	var ix *geofence.Index // the zones before the first switch
+	if c.Zones != "" {
+		var zrep geofence.LoadReport
+		var err error
+		ix, zrep, err = c.zoneSource().load()
+		if err != nil {
+			return err
+		}
+		// The zone summary on stderr: an audit over no zones, or over zones
+		// dropped or warned of, must say so.
+		logZoneReport(log, "zones loaded", zrep, ix.Version())
+	}
+	var switches []consume.ZoneSwitch
+	if *history != "" {
+		var err error
+		switches, err = historySwitches(*history, *partition, c.zoneValidator(), ix != nil, log)
+		if err != nil {
+			return err
+		}
+	}
 	var in io.Reader = os.Stdin
 	name := "stdin"
 	size := int64(-1) // unknown: a pipe
@@ -59,7 +78,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 			size = fi.Size()
 		}
 	}
+	// Without --zones, ix is nil: every record is after a switch
+	// (historySwitches checks).
 	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict,
+		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches,
 		Progress: func(p consume.ReplayProgress) { logProgress(log, p, size) }, ProgressEvery: replayProgressEvery})
 	if err != nil {
 		return err

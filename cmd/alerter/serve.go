@@ -87,6 +87,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		log.Info("metrics", "addr", addr)
 	}
 
+	// The zones from the versioned zone store (zonesync.go): seeded from
+	// --zones when empty, followed every second; SIGHUP stores the file.
+	zsync, err := startZoneSync(ctx, cfg, rc, &zones, m, log)
+	if err != nil {
+		return err
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -96,7 +102,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reloadZones(src, &zones, m, log)
+				zsync.reload(ctx)
 			}
 		}
 	}()
