@@ -102,7 +102,8 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 // contiguous, and a record fetched twice is applied once. It returns nil
 // when no record was above the version (nothing to commit).
 func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
-	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied}}
+	zv := zoneVersion(zs)
+	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied, ZoneVersion: zv}}
 	e.batch++
 	changed := e.changed[:0]
 	for i := range recs {
@@ -142,6 +143,7 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		for j := first; j < len(out.Events); j++ {
 			out.Events[j].Partition = e.partition
 			out.Events[j].Offset = r.Offset
+			out.Events[j].ZoneVersion = zv
 			if out.Events[j].Type == Raised {
 				out.Stats.Raised++
 			} else {
@@ -190,4 +192,14 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: next(len(changed) + i)}
 	}
 	return out
+}
+
+// zoneVersion is the zone store's version of zs (geofence.Index's
+// ZoneVersion), 0 for a zone set without one: the batch's events and its
+// zone switch carry it.
+func zoneVersion(zs Zones) int64 {
+	if v, ok := zs.(interface{ ZoneVersion() int64 }); ok {
+		return v.ZoneVersion()
+	}
+	return 0
 }
