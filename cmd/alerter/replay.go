@@ -26,7 +26,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
-	history := fs.String("zone-history", "", "zone history (GET /v1/zones/history's answer, saved to a file): each record is evaluated with the zone set version its partition used live; needs --partition")
+	history := fs.String("zone-history", "", "zone history: GET /v1/zones/history's answer saved to a file, or that URL (bearer token from NOFLY_API_TOKEN): each record is evaluated with the zone set version its partition used live; needs --partition")
 	partition := fs.Int("partition", -1, "the partition the input was dumped from (with --zone-history): its zone switches apply, and the events carry it")
 	firstOffset := fs.Int64("first-offset", 0, "the offset of the input's first line (line n is offset first-offset+n-1), for a partition dumped from later than offset 0")
 	strict := fs.Bool("strict", false, "stop at the first bad line, writing no event; without it bad lines are skipped, reported at the end, and the exit status is 1")
@@ -59,7 +59,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	var switches []consume.ZoneSwitch
 	if *history != "" {
 		var err error
-		switches, err = historySwitches(*history, *partition, c.zoneValidator(), ix != nil, log)
+		switches, err = historySwitches(ctx, *history, *partition, c.zoneValidator(), ix != nil, getenv("NOFLY_API_TOKEN"), log)
 		if err != nil {
 			return err
 		}

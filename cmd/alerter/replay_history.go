@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
@@ -18,8 +24,8 @@ import (
 // serve's). Without a zone file (haveZones false), the partition's first
 // switch must cover its first record (after_offset below 0): a record
 // evaluated live before any switch had no store version.
-func historySwitches(path string, partition int, v zonestore.Validator, haveZones bool, log *slog.Logger) ([]consume.ZoneSwitch, error) {
-	b, err := os.ReadFile(path)
+func historySwitches(ctx context.Context, path string, partition int, v zonestore.Validator, haveZones bool, token string, log *slog.Logger) ([]consume.ZoneSwitch, error) {
+	b, err := readHistory(ctx, path, token)
 	if err != nil {
 		return nil, fmt.Errorf("zone history: %w", err)
 	}
@@ -66,4 +72,35 @@ func historySwitches(path string, partition int, v zonestore.Validator, haveZone
 	}
 	log.Info("zone history", "partition", partition, "switches", len(out), "versions", len(indexes))
 	return out, nil
+}
+
+// readHistory reads the zone history from a file, or from an alerter's
+// API when path is an http(s) URL (GET /v1/zones/history, with token as
+// the bearer token when set).
+func readHistory(ctx context.Context, path, token string) ([]byte, error) {
+	if !strings.HasPrefix(path, "http://") && !strings.HasPrefix(path, "https://") {
+		return os.ReadFile(path)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<30))
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", path, res.Status, bytes.TrimSpace(b))
+	}
+	return b, nil
 }

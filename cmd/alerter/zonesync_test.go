@@ -103,7 +103,7 @@ func (p *pipeline) startZoneMember(name string) *zoneMember {
 // first (version 2) is in use on the second within 5 s: every partition the
 // second commits records its batches under version 2 within 5 s of the
 // API's answer. Then each partition, dumped from Kafka, replayed with the
-// zone history (GET /v1/zones/history saved to a file) equals its outbox
+// zone history (GET /v1/zones/history saved to a file, or its URL) equals its outbox
 // byte for byte and in order, zone_version, partition and offset included;
 // replayed with the seed file alone it does not.
 func TestZoneChangeReachesEveryInstance(t *testing.T) {
@@ -207,7 +207,11 @@ func TestZoneChangeReachesEveryInstance(t *testing.T) {
 			}
 		}
 		total += len(es)
-		replayed := replayPartition(t, in, "--zone-history", hpath, "--partition", strconv.Itoa(part), "--batch", "77")
+		src := hpath
+		if part == 0 {
+			src = hs.URL + "/v1/zones/history" // the URL form
+		}
+		replayed := replayPartition(t, in, "--zone-history", src, "--partition", strconv.Itoa(part), "--batch", "77")
 		if !bytes.Equal(replayed, live.Bytes()) {
 			t.Errorf("partition %d: replay with the zone history differs from the outbox (%d live events):\n%s", part, len(es), firstDiff(live.Bytes(), replayed))
 		}
