@@ -69,7 +69,7 @@ func startZoneSync(ctx context.Context, cfg Config, rc redis.UniversalClient, zo
 	if err != nil {
 		return nil, err
 	}
-	if err := zs.apply(cur); err != nil {
+	if err := zs.apply(cur, false); err != nil {
 		return nil, err
 	}
 	go zs.follow(ctx)
@@ -113,18 +113,25 @@ func (zs *zoneSync) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := zs.apply(cur); err != nil {
+	// A version below the one in use: the store was emptied and seeded
+	// again (a reset), so its version is the truth again.
+	back := cur.Version < zs.version()
+	if back {
+		zs.log.Warn("the zone store's version went back (store reset?); following it", "version", cur.Version, "in_use", zs.version())
+	}
+	if err := zs.apply(cur, back); err != nil {
 		zs.log.Error("zone store version does not load here; keeping the zones in use", "err", err,
 			"version", cur.Version, "in_use", zs.version())
 	}
 	return nil
 }
 
-// apply swaps in a stored version, unless it is the one in use or older.
-func (zs *zoneSync) apply(e zonestore.Entry) error {
+// apply swaps in a stored version, unless it is the one in use or older
+// (a SIGHUP's version applied after a poll applied a later one), or back.
+func (zs *zoneSync) apply(e zonestore.Entry, back bool) error {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
-	if e.Version <= zs.inUse {
+	if e.Version == zs.inUse || (e.Version < zs.inUse && !back) {
 		return nil
 	}
 	ix, rep, err := zs.v.Index(e)
@@ -196,7 +203,7 @@ func (zs *zoneSync) reload(ctx context.Context) {
 			"zones_in_use", len(zs.zones.Load().Zones()))
 		return
 	}
-	if err := zs.apply(e); err != nil {
+	if err := zs.apply(e, false); err != nil {
 		zs.log.Error("zone store version does not load here; keeping the zones in use", "err", err, "version", e.Version)
 	}
 }

@@ -290,3 +290,94 @@ func firstDiff(want, got []byte) string {
 	}
 	return "equal"
 }
+
+// TestZoneSyncSeedReloadFollow: the first instance seeds an empty store
+// from its file (version 1), a second one started with another file uses
+// the store's set; SIGHUP stores the file as the next version (not when it
+// equals the current set; a bad file keeps everything), and a store reset
+// is followed.
+func TestZoneSyncSeedReloadFollow(t *testing.T) {
+	defer func(d time.Duration) { zonePoll = d }(zonePoll)
+	zonePoll = 50 * time.Millisecond
+	raddr := testenv.Redis(t)
+	orig, err := os.ReadFile(zonesPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fileA, fileB := filepath.Join(dir, "a.geojson"), filepath.Join(dir, "b.geojson")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fileA, string(orig))
+	write(fileB, strings.Replace(string(orig), `"id":"POLY"`, `"id":"POLY2"`, 1))
+	cfg := DefaultConfig()
+	cfg.RedisAddr, cfg.RedisPrefix = raddr, testenv.RedisPrefix(t, "zonesync")
+	rc := newRedisClient(raddr, "zonesync-test")
+	defer rc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(file string) (*zoneSync, *geofence.Current) {
+		c := cfg
+		c.Zones = file
+		var cur geofence.Current
+		zs, err := startZoneSync(ctx, c, rc, &cur, newMetrics(), testLog(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return zs, &cur
+	}
+	has := func(cur *geofence.Current, id string) bool { _, ok := cur.Load().Zone(id); return ok }
+	a, curA := start(fileA)
+	_, curB := start(fileB)
+	if curA.Load().ZoneVersion() != 1 || curB.Load().ZoneVersion() != 1 || !has(curB, "POLY") || has(curB, "POLY2") {
+		t.Fatalf("after the seed: a at %d, b at %d with POLY2 %v; want both at 1 with the first file's zones",
+			curA.Load().ZoneVersion(), curB.Load().ZoneVersion(), has(curB, "POLY2"))
+	}
+	store := cfg.zoneStore(rc)
+	version := func() int64 { v, _ := store.Version(ctx); return v }
+
+	a.reload(ctx) // the file equals the set: no version
+	if v := version(); v != 1 {
+		t.Errorf("SIGHUP on an unchanged file made version %d", v)
+	}
+	write(fileA, `{"type":"FeatureCollection","features":[{"type":"Feature"}]}`)
+	a.reload(ctx)
+	if v := version(); v != 1 || !has(curA, "POLY") {
+		t.Errorf("SIGHUP on a bad file: version %d, POLY in use %v; want 1 and the zones kept", v, has(curA, "POLY"))
+	}
+	write(fileA, strings.Replace(string(orig), `"id":"CIRC"`, `"id":"CIRC2"`, 1))
+	a.reload(ctx)
+	if v := version(); v != 2 || curA.Load().ZoneVersion() != 2 || !has(curA, "CIRC2") {
+		t.Fatalf("SIGHUP: store at %d, a at %d; want 2 with CIRC2 in use at once", v, curA.Load().ZoneVersion())
+	}
+	testenv.CheckFor(t, 5*time.Second, func() error {
+		if curB.Load().ZoneVersion() != 2 || !has(curB, "CIRC2") {
+			return fmt.Errorf("b at version %d", curB.Load().ZoneVersion())
+		}
+		return nil
+	})
+	// A reset: the store emptied and seeded again at version 1.
+	testenv.DeleteRedisKeys(ctx, raddr, "{"+cfg.RedisPrefix+":*")
+	e := mustEntry(t, cfg, string(orig))
+	if _, err := store.Put(ctx, 0, e.Format, e.Zones, "test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 5*time.Second, func() error {
+		if curB.Load().ZoneVersion() != 1 || !has(curB, "CIRC") {
+			return fmt.Errorf("b at version %d after the reset", curB.Load().ZoneVersion())
+		}
+		return nil
+	})
+}
+
+func mustEntry(t *testing.T, cfg Config, doc string) zonestore.Entry {
+	t.Helper()
+	f, norm, _, err := cfg.zoneValidator().Normalize([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zonestore.Entry{Format: string(f), Zones: norm}
+}
