@@ -97,6 +97,7 @@ func TestZonesAPI(t *testing.T) {
 		{name: "bad feature names feature and field", method: "PUT", path: "/v1/zones/B", body: badFloor, hdr: []string{"If-Match", `"1"`},
 			status: 400, field: "properties.floor_m", has: []string{`feature 2 (id \"B\"): properties.floor_m`, `"feature":2`}, version: 1, ids: "[A B]"},
 		{name: "id differs from the path", method: "PUT", path: "/v1/zones/C", body: feature("D", 7.2), status: 400, field: "properties.id", version: 1, ids: "[A B]"},
+		{name: "feature too large", method: "PUT", path: "/v1/zones/C", body: strings.Repeat(" ", maxFeatureBody) + feature("C", 7.2), status: 413, field: "body", version: 1, ids: "[A B]"},
 		{name: "not a feature", method: "PUT", path: "/v1/zones/C", body: `[1]`, status: 400, field: "body", version: 1, ids: "[A B]"},
 		{name: "add one, id from the path", method: "PUT", path: "/v1/zones/C", body: strings.Replace(feature("C", 7.2), `"id":"C",`, ``, 1), hdr: []string{"If-Match", "1"},
 			status: 200, etag: `"2"`, has: []string{`"added":["C"]`}, version: 2, ids: "[A B C]"},
