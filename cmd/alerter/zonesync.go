@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/geofence"
@@ -72,6 +73,9 @@ func startZoneSync(ctx context.Context, cfg Config, rc redis.UniversalClient, zo
 	if err := zs.apply(cur, false); err != nil {
 		return nil, err
 	}
+	// The version in use, to see every instance on the same one.
+	_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "zone_version",
+		Help: "The zone store's version of the zones in use."}, func() float64 { return float64(zs.version()) }))
 	go zs.follow(ctx)
 	return zs, nil
 }

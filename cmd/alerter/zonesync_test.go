@@ -336,6 +336,19 @@ func TestZoneSyncSeedReloadFollow(t *testing.T) {
 		t.Fatalf("after the seed: a at %d, b at %d with POLY2 %v; want both at 1 with the first file's zones",
 			curA.Load().ZoneVersion(), curB.Load().ZoneVersion(), has(curB, "POLY2"))
 	}
+	mf, err := a.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauge := -1.0
+	for _, f := range mf {
+		if f.GetName() == "nofly_alerter_zone_version" {
+			gauge = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if gauge != 1 {
+		t.Errorf("nofly_alerter_zone_version %v, want 1", gauge)
+	}
 	store := cfg.zoneStore(rc)
 	version := func() int64 { v, _ := store.Version(ctx); return v }
 
