@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -338,10 +339,39 @@ func entryFrom(p int, m redis.XMessage) (outboxEntry, bool) {
 	}
 	v, _ := m.Values[redislayout.FieldEvent].(string)
 	e := outboxEntry{part: p, id: id, json: []byte(v)}
-	if json.Unmarshal(e.json, &e.meta) != nil || len(e.json) < 2 || e.json[len(e.json)-1] != '}' {
+	if len(e.json) < 2 || e.json[0] != '{' || e.json[len(e.json)-1] != '}' {
+		return outboxEntry{}, false
+	}
+	var ok bool
+	if e.meta, ok = scanMeta(e.json); !ok && json.Unmarshal(e.json, &e.meta) != nil {
 		return outboxEntry{}, false
 	}
 	return e, true
+}
+
+// scanMeta reads the four fields eventMeta wants from compact event JSON
+// (alerts.Event.AppendJSON's) without decoding the rest: the hub does it
+// once per event for every stream. False when the JSON is not in that form
+// (then json.Unmarshal decides).
+func scanMeta(b []byte) (eventMeta, bool) {
+	var m eventMeta
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{`"type":"`, &m.Type}, {`"drone_id":"`, &m.DroneID}, {`"zone_id":"`, &m.ZoneID}, {`"category":"`, &m.Category}} {
+		// A key is preceded by { or , (inside a string a quote is escaped).
+		i := bytes.Index(b, []byte(f.key))
+		if i < 1 || (b[i-1] != '{' && b[i-1] != ',') {
+			return m, false
+		}
+		rest := b[i+len(f.key):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+			return m, false // an escape: leave it to encoding/json
+		}
+		*f.dst = string(rest[:j])
+	}
+	return m, true
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -420,3 +420,28 @@ func TestEventsGone(t *testing.T) {
 		}
 	}
 }
+
+// TestScanMeta: the hub's field scan agrees with encoding/json on event
+// JSON, also when other fields hold the keys' text or escapes.
+func TestScanMeta(t *testing.T) {
+	for _, ev := range []alerts.Event{
+		{EventID: "a:raised", Type: alerts.Raised, DroneID: "D1", ZoneID: "Z1", Category: "restricted"},
+		{Type: alerts.Cleared, DroneID: `D"2`, ZoneID: "Z\\2", ZoneName: `x","type":"acked","zone_id":"bad`, Category: "prohibited", Reason: "exited"},
+		{Type: alerts.Acked, DroneID: "Ü-δρόνος", ZoneID: "Z\n3", Category: "", By: `"category":"no"`, Note: `,"drone_id":"no"`},
+	} {
+		b := ev.AppendJSON(nil)
+		var want eventMeta
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		e, ok := entryFrom(0, redis.XMessage{ID: "1-1", Values: map[string]any{redislayout.FieldEvent: string(b)}})
+		if !ok || e.meta != want {
+			t.Errorf("%s: meta %+v (ok %v), want %+v", b, e.meta, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "{", "[1]", `{"type":"raised"`} {
+		if _, ok := entryFrom(0, redis.XMessage{ID: "1-1", Values: map[string]any{redislayout.FieldEvent: bad}}); ok {
+			t.Errorf("entry %q accepted", bad)
+		}
+	}
+}

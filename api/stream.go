@@ -27,6 +27,11 @@ const (
 	defaultKeepAlive = 15 * time.Second
 	defaultRing      = 8192
 	hubBlock         = time.Second
+	// defaultRound is the least time between two hub rounds that found
+	// events: under a flood, streams wake (and write, and flush) at most
+	// this often, with every event that came meanwhile, instead of once
+	// per Redis commit.
+	defaultRound = 50 * time.Millisecond
 	// writeTimeout bounds one write to a client: one that does not read is
 	// dropped rather than held forever.
 	writeTimeout = 30 * time.Second
@@ -39,6 +44,7 @@ type eventsAPI struct {
 	s         *Server
 	keepAlive time.Duration // a comment line this often
 	ring      int           // entries the hub keeps
+	round     time.Duration // least time between hub rounds with events
 
 	mu      sync.Mutex
 	hub     *hub
@@ -50,7 +56,7 @@ type eventsAPI struct {
 }
 
 func newEventsAPI(s *Server) *eventsAPI {
-	e := &eventsAPI{s: s, keepAlive: defaultKeepAlive, ring: defaultRing, done: make(chan struct{})}
+	e := &eventsAPI{s: s, keepAlive: defaultKeepAlive, ring: defaultRing, round: defaultRound, done: make(chan struct{})}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "api", Name: "sse_clients",
 		Help: "Clients connected to GET /v1/events/stream."})
 	if s.o.Registerer != nil {
@@ -104,7 +110,7 @@ func (e *eventsAPI) acquireHub() *hub {
 	default:
 	}
 	if e.hub == nil {
-		e.hub = startHub(e.s.o.Redis, e.s.outboxKeys(), e.ring, e.s.log)
+		e.hub = startHub(e.s.o.Redis, e.s.outboxKeys(), e.ring, e.round, e.s.log)
 	}
 	e.refs++
 	return e.hub
@@ -135,6 +141,7 @@ type hub struct {
 	rdb    redis.UniversalClient
 	keys   []string
 	log    interface{ Warn(string, ...any) }
+	round  time.Duration
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -148,9 +155,9 @@ type hub struct {
 	notify chan struct{}
 }
 
-func startHub(rdb redis.UniversalClient, keys []string, ring int, log interface{ Warn(string, ...any) }) *hub {
+func startHub(rdb redis.UniversalClient, keys []string, ring int, round time.Duration, log interface{ Warn(string, ...any) }) *hub {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &hub{rdb: rdb, keys: keys, log: log, cancel: cancel, done: make(chan struct{}),
+	h := &hub{rdb: rdb, keys: keys, log: log, round: round, cancel: cancel, done: make(chan struct{}),
 		ring: make([]*hubEntry, ring), notify: make(chan struct{})}
 	go h.run(ctx)
 	return h
@@ -224,6 +231,10 @@ func (h *hub) run(ctx context.Context) {
 		now, _ := tc.Result()
 		res, _ := xc.Result()
 		if h.add(res, uint64(now.UnixMilli())) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(h.round):
+			}
 			continue
 		}
 		if len(res) > 0 {
