@@ -353,6 +353,10 @@ func parseCursor(c string) (position, error) {
 	return position{n, id}, nil
 }
 
+// minPage is the smallest first page of a source (tests lower it to
+// exercise refills and ties across pages).
+var minPage int64 = 16
+
 // source is one sorted set (one partition's active or cleared alarms)
 // read in pages, newest first, strictly after a position.
 type source struct {
@@ -364,7 +368,8 @@ type source struct {
 	after    *position
 	buf      []position
 	done     bool
-	pageSize int64
+	pageSize int64 // of the next page
+	maxPage  int64
 }
 
 func (src *source) query() *redis.ZRangeBy {
@@ -376,6 +381,7 @@ func (src *source) fill(zs []redis.Z) {
 	if int64(len(zs)) < src.pageSize {
 		src.done = true
 	}
+	defer func() { src.pageSize = min(2*src.pageSize, src.maxPage) }()
 	if len(zs) == 0 {
 		return
 	}
@@ -443,10 +449,15 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 	if f.Acked != nil || f.Drone != "" || f.Zone != "" || f.Category != "" {
 		page = MaxLimit
 	}
+	// Each source's first page is twice its share of a page when alarms
+	// spread evenly over the partitions; a source that runs dry doubles
+	// its page on every refill (skewed partitions cost a few round trips).
+	n := int64(len(s.keys) * len(sets))
+	first := max(minPage, min(page, (2*page+n-1)/n))
 	var srcs []*source
 	for p, k := range s.keys {
 		for _, set := range sets {
-			srcs = append(srcs, &source{p: p, key: set(k), max: hi, min: lo, after: after, pageSize: page})
+			srcs = append(srcs, &source{p: p, key: set(k), max: hi, min: lo, after: after, pageSize: first, maxPage: page})
 		}
 	}
 	if err := s.fetch(ctx, srcs); err != nil {
@@ -462,18 +473,23 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 		// Merge the next chunk of candidates (newest first) from the sources.
 		var chunk []cand
 		for len(chunk) < int(page) {
-			var best *source
-			var refill []*source
-			for _, src := range srcs {
-				if len(src.buf) == 0 && !src.done {
-					refill = append(refill, src)
+			// Every source must show its next member (or be done) before the
+			// newest is taken: a page may be all skipped (at the cursor).
+			for {
+				var refill []*source
+				for _, src := range srcs {
+					if len(src.buf) == 0 && !src.done {
+						refill = append(refill, src)
+					}
 				}
-			}
-			if len(refill) > 0 {
+				if len(refill) == 0 {
+					break
+				}
 				if err := s.fetch(ctx, refill); err != nil {
 					return nil, "", err
 				}
 			}
+			var best *source
 			for _, src := range srcs {
 				if len(src.buf) > 0 && (best == nil || src.buf[0].before(best.buf[0])) {
 					best = src

@@ -28,7 +28,7 @@ type model struct {
 }
 
 // fixture writes 60 alarms over three partitions through the batch
-// script: raise times one second apart with pairs at the same millisecond
+// script: raise times one second apart in groups of five at the same millisecond
 // (ties broken by alarm id), every third cleared, every fifth acked.
 func fixture(t testing.TB) (*alarmstore.Store, *model, string) {
 	t.Helper()
@@ -51,8 +51,8 @@ func fixture(t testing.TB) (*alarmstore.Store, *model, string) {
 	for i := 0; i < 60; i++ {
 		drone := fmt.Sprintf("D%d", i%10)
 		cat := []string{"restricted", "prohibited"}[i%2]
-		ts := base.Add(time.Duration(i/2) * time.Second).Add(123456 * time.Nanosecond)
-		e := storetest.Raised(i%10%parts, drone, fmt.Sprintf("Z%d", i%4), cat, int64(100+i), ts)
+		ts := base.Add(time.Duration(i/5) * time.Second).Add(123456 * time.Nanosecond)
+		e := storetest.Raised((i/5)%parts, drone, fmt.Sprintf("Z%d", i%4), cat, int64(100+i), ts)
 		w.Add(e)
 		m.raised[e.AlarmID] = e
 		ids = append(ids, e.AlarmID)
@@ -130,7 +130,20 @@ func listAll(t *testing.T, s *alarmstore.Store, f alarmstore.Filter) []alarmstor
 	}
 }
 
+// TestList runs with the normal first pages, and with pages of one member
+// that double on each refill, so that paging within a partition and ties
+// (equal raise times) across pages are covered.
 func TestList(t *testing.T) {
+	for _, minPage := range []int64{16, 1} {
+		t.Run(fmt.Sprintf("minPage=%d", minPage), func(t *testing.T) {
+			old := alarmstore.SetMinPage(minPage)
+			defer alarmstore.SetMinPage(old)
+			testList(t)
+		})
+	}
+}
+
+func testList(t *testing.T) {
 	s, m, _ := fixture(t)
 	yes, no := true, false
 	base := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
