@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
@@ -51,23 +52,28 @@ type Engine struct {
 	applied   int64
 	drones    map[string]*drone
 	hits      []geofence.Hit
-	batch     uint64   // Apply calls so far: marks the drones a batch changed
-	changed   []*drone // scratch: the drones the current batch changed
-	scratch   []byte   // scratch: the batch's encoded states and events
-	ends      []int    // scratch: where each of them ends in scratch
+	batch     uint64        // Apply calls so far: marks the drones a batch changed
+	changed   []*drone      // scratch: the drones the current batch changed
+	scratch   []byte        // scratch: the batch's encoded states and events
+	ends      []int         // scratch: where each of them ends in scratch
+	trackGap  time.Duration // track sampling: a point per drone per this much ts (<= 0: no tracks)
+	tracked   int           // drones of the current batch with a track point
 }
 
 // drone is the engine's entry of one drone: its state and the last batch
 // that changed it.
 type drone struct {
 	DroneState
-	id   string
-	mark uint64
+	id    string
+	mark  uint64
+	track Fix    // the track point the batch sampled, when tmark is the batch
+	tmark uint64 // the last batch that sampled a track point
 }
 
 // NewEngine returns the engine of a partition at the stored snapshot.
 func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
-	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*drone, len(snap.Drones))}
+	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*drone, len(snap.Drones)),
+		trackGap: DefaultTrackInterval}
 	for id, b := range snap.Drones {
 		s, err := DecodeDroneState(b)
 		if err != nil {
@@ -77,6 +83,10 @@ func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// SetTrackInterval sets how far apart in ts a drone's track points are at
+// least (DefaultTrackInterval unless set); d <= 0 samples no track points.
+func (e *Engine) SetTrackInterval(d time.Duration) { e.trackGap = d }
 
 // Partition returns the engine's partition.
 func (e *Engine) Partition() int { return e.partition }
@@ -91,7 +101,7 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 	if !ok {
 		return DroneState{}, false
 	}
-	c := s.DroneState
+	c := s.DroneState // Pos and TrackMS are values: copied
 	c.Alarms = append([]ActiveAlarm(nil), s.Alarms...)
 	return c, true
 }
@@ -140,6 +150,14 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			d.mark = e.batch
 			changed = append(changed, d)
 		}
+		if e.trackGap > 0 && d.SampleTrack(e.trackGap) {
+			// One point per drone per batch: the batch's latest sample.
+			if d.tmark != e.batch {
+				d.tmark = e.batch
+				e.tracked++
+			}
+			d.track = d.Pos
+		}
 		for j := first; j < len(out.Events); j++ {
 			out.Events[j].Partition = e.partition
 			out.Events[j].Offset = r.Offset
@@ -154,6 +172,7 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	defer func() {
 		clear(changed) // the scratch must not keep forgotten drones alive
 		e.changed = changed[:0]
+		e.tracked = 0
 	}()
 	if out.Stats.Records == 0 {
 		return nil
@@ -174,6 +193,14 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		buf = out.Events[i].AppendJSON(buf)
 		ends = append(ends, len(buf))
 	}
+	if e.tracked > 0 {
+		for _, d := range changed {
+			if d.tmark == e.batch {
+				buf = d.track.AppendJSON(buf)
+				ends = append(ends, len(buf))
+			}
+		}
+	}
 	slab := make([]byte, len(buf))
 	copy(slab, buf)
 	e.scratch, e.ends = buf[:0], ends[:0]
@@ -190,6 +217,16 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	out.Batch.Events = make([]dedup.Event, len(out.Events))
 	for i := range out.Events {
 		out.Batch.Events[i] = dedup.Event{ID: out.Events[i].EventID, JSON: next(len(changed) + i)}
+	}
+	if e.tracked > 0 {
+		out.Batch.Tracks = make(map[string][]byte, e.tracked)
+		k := len(changed) + len(out.Events)
+		for _, d := range changed {
+			if d.tmark == e.batch {
+				out.Batch.Tracks[d.id] = next(k)
+				k++
+			}
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/telemetry"
@@ -27,11 +28,91 @@ type Zones interface {
 const NoSeq int64 = -1
 
 // DroneState is what the alerter remembers of one drone: its highest
-// applied seq and its active alarms. Stored as JSON in Redis
-// (docs/redis-layout.md).
+// applied seq, its active alarms, its last applied position and when its
+// track was last sampled. Stored as JSON in Redis (docs/redis-layout.md);
+// states written before Pos and TrackMS existed decode with both zero.
 type DroneState struct {
 	Seq    int64         `json:"seq"`
 	Alarms []ActiveAlarm `json:"in,omitempty"` // sorted by Zone; "in" is the stored name
+	// Pos is the position of the last applied record (zero: none yet).
+	Pos Fix `json:"pos,omitzero"`
+	// TrackMS is the ts, in Unix milliseconds, of the drone's last track
+	// sample (0: none): kept with the state, so that sampling goes on at
+	// the same pace across restarts and partition moves.
+	TrackMS int64 `json:"tk,omitempty"`
+}
+
+// Fix is one position of a drone as the alerter keeps it: the last known
+// position in its state and each point of its short track, in the same
+// compact JSON.
+type Fix struct {
+	TS     time.Time `json:"ts"`
+	Lat    float64   `json:"lat"`
+	Lon    float64   `json:"lon"`
+	AltM   *float64  `json:"alt,omitempty"` // alt_m of the record, when it had one
+	AltRef string    `json:"ref,omitempty"` // its alt_ref (amsl when the record gave none)
+}
+
+// IsZero reports whether f is no position at all (encoding/json's
+// omitzero asks it, and so does AppendEncode: the two agree by
+// construction).
+func (f Fix) IsZero() bool { return f == Fix{} }
+
+// FixOf returns the kept form of a telemetry position.
+func FixOf(p *telemetry.Position) Fix {
+	f := Fix{TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon}
+	if p.AltM != nil {
+		f.AltM = p.AltM
+		f.AltRef = p.Ref()
+	}
+	return f
+}
+
+// AppendJSON appends f's JSON to dst, byte for byte encoding/json's: the
+// form of a track point (docs/redis-layout.md).
+func (f *Fix) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"ts":`...)
+	dst = appendTime(dst, f.TS)
+	dst = append(dst, `,"lat":`...)
+	dst = appendFloat(dst, f.Lat)
+	dst = append(dst, `,"lon":`...)
+	dst = appendFloat(dst, f.Lon)
+	if f.AltM != nil {
+		dst = append(dst, `,"alt":`...)
+		dst = appendFloat(dst, *f.AltM)
+	}
+	if f.AltRef != "" {
+		dst = append(dst, `,"ref":`...)
+		dst = appendString(dst, f.AltRef)
+	}
+	return append(dst, '}')
+}
+
+// DecodeFix parses a track point.
+func DecodeFix(b []byte) (Fix, error) {
+	var f Fix
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("alerts: bad track point %q: %w", b, err)
+	}
+	return f, nil
+}
+
+// DefaultTrackInterval is the engine's default spacing of track samples,
+// in the positions' ts: at most one point per drone per interval.
+const DefaultTrackInterval = 10 * time.Second
+
+// SampleTrack reports whether the state's current position (the last
+// Step) is due as a track point, every apart in ts from the last sample,
+// and if so records it as the last sample. The first position is always
+// due, and so is one whose ts went back before the last sample (a drone
+// clock reset must not stop its track).
+func (s *DroneState) SampleTrack(every time.Duration) bool {
+	ts := s.Pos.TS.UnixMilli()
+	if s.TrackMS != 0 && ts >= s.TrackMS && ts-s.TrackMS < every.Milliseconds() {
+		return false
+	}
+	s.TrackMS = ts
+	return true
 }
 
 // ActiveAlarm is one alarm a drone has raised and not yet cleared.
@@ -93,6 +174,14 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	if !s.Pos.IsZero() {
+		dst = append(dst, `,"pos":`...)
+		dst = s.Pos.AppendJSON(dst)
+	}
+	if s.TrackMS != 0 {
+		dst = append(dst, `,"tk":`...)
+		dst = strconv.AppendInt(dst, s.TrackMS, 10)
+	}
 	return append(dst, '}')
 }
 
@@ -109,7 +198,7 @@ func PointOf(p *telemetry.Position) geofence.Point {
 }
 
 // Step applies one position to a drone's state, the state machine of
-// docs/design.md. It returns false (and changes nothing) when the position is a
+// docs/design.md, and makes it the state's last position. It returns false (and changes nothing) when the position is a
 // duplicate or stale: its seq is not above the state's. Otherwise it
 // appends the position's events to dst — clears first, then raises, each
 // in zone id order — with Partition and Offset left zero, and returns the
@@ -119,6 +208,7 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		return dst, hits, false
 	}
 	s.Seq = p.Seq
+	s.Pos = FixOf(p)
 	pt := PointOf(p)
 	hits = zs.Query(pt, hits)
 

@@ -3,7 +3,10 @@ package alerts_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/nofly-dev/nofly/alerts"
 )
@@ -22,15 +25,26 @@ func checkStateEncode(t *testing.T, s alerts.DroneState) {
 	}
 }
 
+var big = 1e21
+
+var fix = alerts.Fix{TS: time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC), Lat: 51.4700001, Lon: -0.49, AltM: telemetryFloat(80.5), AltRef: "agl"}
+
+func telemetryFloat(f float64) *float64 { return &f }
+
 func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 	alarm := alerts.ActiveAlarm{Zone: "LHR-1", Alarm: "3f0c0123456789abcdef0123456789ab", FP: "sha256:9a1b", RaisedSeq: 1100, Name: "Heathrow", Category: "restricted"}
 	tests := map[string]alerts.DroneState{
-		"new":          alerts.NewDroneState(),
-		"no alarm":     {Seq: 1187},
-		"empty in":     {Seq: 5, Alarms: []alerts.ActiveAlarm{}},
-		"one":          {Seq: 1187, Alarms: []alerts.ActiveAlarm{alarm}},
-		"two, no name": {Seq: 9, Alarms: []alerts.ActiveAlarm{alarm, {Zone: "Z2", Alarm: "a", FP: "f", RaisedSeq: -3}}},
-		"escapes":      {Seq: 1, Alarms: []alerts.ActiveAlarm{{Zone: "a\"<b>&\\\n\u2028é\xff", Alarm: "x", FP: "y", Name: "\x01", Category: "<c>"}}},
+		"new":               alerts.NewDroneState(),
+		"no alarm":          {Seq: 1187},
+		"empty in":          {Seq: 5, Alarms: []alerts.ActiveAlarm{}},
+		"one":               {Seq: 1187, Alarms: []alerts.ActiveAlarm{alarm}},
+		"two, no name":      {Seq: 9, Alarms: []alerts.ActiveAlarm{alarm, {Zone: "Z2", Alarm: "a", FP: "f", RaisedSeq: -3}}},
+		"escapes":           {Seq: 1, Alarms: []alerts.ActiveAlarm{{Zone: "a\"<b>&\\\n\u2028é\xff", Alarm: "x", FP: "y", Name: "\x01", Category: "<c>"}}},
+		"position":          {Seq: 3, Alarms: []alerts.ActiveAlarm{alarm}, Pos: fix, TrackMS: fix.TS.UnixMilli()},
+		"position, no alt":  {Seq: 3, Pos: alerts.Fix{TS: fix.TS, Lat: -0.0, Lon: 1e-7}},
+		"negative zero lat": {Seq: 3, Pos: alerts.Fix{Lat: math.Copysign(0, -1)}},
+		"only tk":           {Seq: 3, TrackMS: -5},
+		"offset zone, big":  {Seq: 3, Pos: alerts.Fix{TS: fix.TS.In(time.FixedZone("x", 3600)), Lat: 89.999999999, Lon: -179.5, AltM: &big, AltRef: "a<gl"}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -38,9 +52,67 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 }
 
 func FuzzDroneStateEncode(f *testing.F) {
-	f.Add(int64(7), "Z", "alarm", "fp", int64(3), "Zone \"x\"", "restricted")
-	f.Add(int64(-1), "", "\xff<>&", "", int64(-9), "", "")
-	f.Fuzz(func(t *testing.T, seq int64, zone, alarm, fp string, rseq int64, name, cat string) {
-		checkStateEncode(t, alerts.DroneState{Seq: seq, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}}})
+	f.Add(int64(7), "Z", "alarm", "fp", int64(3), "Zone \"x\"", "restricted", int64(1764669600123456789), 51.47, -0.49, 80.0, true, "agl", int64(1764669600123))
+	f.Add(int64(-1), "", "\xff<>&", "", int64(-9), "", "", int64(0), 0.0, 0.0, 0.0, false, "", int64(0))
+	f.Fuzz(func(t *testing.T, seq int64, zone, alarm, fp string, rseq int64, name, cat string, tsNano int64, lat, lon, alt float64, hasAlt bool, ref string, tk int64) {
+		if math.IsNaN(lat) || math.IsInf(lat, 0) || math.IsNaN(lon) || math.IsInf(lon, 0) || math.IsNaN(alt) || math.IsInf(alt, 0) {
+			t.Skip("json.Marshal refuses NaN and infinities; telemetry never gives them")
+		}
+		s := alerts.DroneState{Seq: seq, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}},
+			Pos: alerts.Fix{Lat: lat, Lon: lon, AltRef: ref}, TrackMS: tk}
+		if tsNano != 0 {
+			s.Pos.TS = time.Unix(0, tsNano).UTC()
+		}
+		if hasAlt {
+			s.Pos.AltM = &alt
+		}
+		checkStateEncode(t, s)
+		if len(s.Alarms) > 0 {
+			s.Alarms = nil
+			checkStateEncode(t, s)
+		}
 	})
+}
+
+// TestDroneStateDecodesOlderStates: states written before positions were
+// kept (no "pos", no "tk") still decode, as a state with no position.
+func TestDroneStateDecodesOlderStates(t *testing.T) {
+	s, err := alerts.DecodeDroneState([]byte(`{"seq":1187,"in":[{"zone":"LHR-1","alarm":"3f0c","fp":"9a1b","rseq":1100,"name":"Heathrow","cat":"restricted"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Seq != 1187 || len(s.Alarms) != 1 || !s.Pos.IsZero() || s.TrackMS != 0 {
+		t.Errorf("decoded %+v", s)
+	}
+	// and a new state decodes to itself.
+	in := alerts.DroneState{Seq: 3, Pos: fix, TrackMS: 17}
+	out, err := alerts.DecodeDroneState(in.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Pos.TS.Equal(in.Pos.TS) || *out.Pos.AltM != *in.Pos.AltM {
+		t.Errorf("round trip: %+v", out)
+	}
+	out.Pos.TS, out.Pos.AltM, in.Pos.TS, in.Pos.AltM = time.Time{}, nil, time.Time{}, nil
+	if !reflect.DeepEqual(out, in) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+}
+
+func TestFixJSONEqualsMarshal(t *testing.T) {
+	for name, f := range map[string]alerts.Fix{"full": fix, "no alt": {TS: fix.TS, Lat: 1, Lon: 2}, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.AppendJSON(nil); !bytes.Equal(got, want) {
+				t.Errorf("got %s, want %s", got, want)
+			}
+			back, err := alerts.DecodeFix(want)
+			if err != nil || !back.TS.Equal(f.TS) || back.Lat != f.Lat {
+				t.Errorf("decode: %+v, %v", back, err)
+			}
+		})
+	}
 }
