@@ -64,6 +64,11 @@ type Options struct {
 	// ZoneValidator checks zone changes as the alerter loads zones
 	// (--strict-zones, --conservative-zones, --allow-empty-zones).
 	ZoneValidator zonestore.Validator
+
+	// Tokens are the API tokens (--api-tokens); nil: no authentication,
+	// every request is the caller "anonymous" with role admin, which
+	// cmd/alerter allows only on a loopback listener.
+	Tokens *Tokens
 }
 
 // Server is the HTTP alert API.
@@ -84,6 +89,34 @@ func New(o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	return &Server{o: o, log: o.Logger}, nil
+}
+
+// require lets a request through when its caller (CallerFrom, set by the
+// authentication middleware) has at least role: 401 without a caller, 403
+// with a lower role, both as the JSON error body.
+func (s *Server) require(role Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, ok := CallerFrom(r.Context())
+			if !ok {
+				if s.o.Tokens != nil {
+					unauthorized(w, "missing_token", "this route needs Authorization: Bearer <token>")
+					return
+				}
+				// No token file: every caller is anonymous admin (cmd/alerter
+				// serves that only on a loopback listener).
+				c = anonymous
+				r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+			}
+			if c.Role < role {
+				writeError(w, http.StatusForbidden, "forbidden",
+					"token "+c.Name+" has role "+c.Role.String()+"; this route needs "+role.String(),
+					map[string]any{"role": c.Role.String(), "required_role": role.String()})
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // Handler returns the API's router.
