@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -69,12 +70,33 @@ type Options struct {
 	// every request is the caller "anonymous" with role admin, which
 	// cmd/alerter allows only on a loopback listener.
 	Tokens *Tokens
+	// Off, when not empty, turns the /v1 routes off (503 saying Off) while
+	// /healthz, /readyz, /metrics and /openapi.json stay on.
+	Off string
+	// Healthy answers /healthz (nil: always ok); Gatherer is what /metrics
+	// serves (nil: nothing).
+	Healthy  func(ctx context.Context) error
+	Gatherer prometheus.Gatherer
+	// CORSOrigins may call the API from a browser ("*": any); empty: no
+	// CORS headers.
+	CORSOrigins []string
+	// RatePerToken and RatePerAddr are the requests per second one token
+	// and one client address may make (429 beyond); 0 or less: unlimited.
+	RatePerToken int
+	RatePerAddr  int
+	// BodyLimit caps a request body (0: DefaultBodyLimit); BodyLimits
+	// sets it per route, keyed "METHOD /pattern" (nil: PUT /v1/zones gets
+	// DefaultZoneSetBodyLimit).
+	BodyLimit  int64
+	BodyLimits map[string]int64
 }
 
 // Server is the HTTP alert API.
 type Server struct {
-	o   Options
-	log *slog.Logger
+	o       Options
+	log     *slog.Logger
+	metrics *httpMetrics
+	openapi []byte
 }
 
 // New returns the API for o.
@@ -88,7 +110,17 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{o: o, log: o.Logger}, nil
+	if o.BodyLimit <= 0 {
+		o.BodyLimit = DefaultBodyLimit
+	}
+	if o.BodyLimits == nil {
+		o.BodyLimits = map[string]int64{"PUT /v1/zones": DefaultZoneSetBodyLimit}
+	}
+	doc, err := OpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{o: o, log: o.Logger, metrics: newHTTPMetrics(o.Registerer), openapi: doc}, nil
 }
 
 // require lets a request through when its caller (CallerFrom, set by the
@@ -119,12 +151,41 @@ func (s *Server) require(role Role) func(http.Handler) http.Handler {
 	}
 }
 
-// Handler returns the API's router.
+// allowed is the methods r's path is routed for (a 405's Allow).
+func allowed(r *http.Request) []string {
+	var ms []string
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.Routes != nil {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if rc.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				ms = append(ms, m)
+			}
+		}
+	}
+	return ms
+}
+
+// Handler returns the router of everything served on the alerter's HTTP
+// listener: /healthz, /readyz, /metrics and /openapi.json, open and on in
+// every mode, and the /v1 API behind (in this order) the per-address rate
+// limit, authentication, the per-token rate limit, the method's least role
+// and the body limit. Every answer is logged and counted (observe).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	s.mountAlarms(r)
-	s.mountEvents(r)
-	s.mountZones(r)
-	s.mountDrones(r)
+	r.Use(s.observe, s.recoverer, s.cors)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowed(r), ", "))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path, nil)
+	})
+	s.mountOps(r)
+	r.Group(func(r chi.Router) {
+		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody)
+		s.mountAlarms(r)
+		s.mountEvents(r)
+		s.mountZones(r)
+		s.mountDrones(r)
+	})
 	return r
 }
