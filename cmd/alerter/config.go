@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/nofly-dev/nofly/alerts/outbox"
+	"github.com/nofly-dev/nofly/api"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
@@ -55,7 +57,18 @@ type Config struct {
 	WebhookTimeout     time.Duration // bound of one POST
 	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
 
-	HTTPAddr string // /metrics and /healthz; empty = off
+	HTTPAddr string // /metrics, /healthz, /readyz, /openapi.json and the API; empty = off
+
+	// The HTTP API (api/) on HTTPAddr. APITokens is the token file; without
+	// it the API is served only on a loopback HTTPAddr, unauthenticated, and
+	// is off on any other. AlarmRetention is how long alarm history is kept.
+	// The rates are requests per second (0: unlimited).
+	APITokens       string
+	APICORSOrigins  []string
+	APIRatePerToken int
+	APIRatePerAddr  int
+	AlarmRetention  time.Duration
+
 	LogLevel string
 }
 
@@ -104,6 +117,9 @@ func DefaultConfig() Config {
 		WebhookTimeout:     10 * time.Second,
 		OutboxRetention:    outbox.DefaultRetention,
 		HTTPAddr:           ":9102",
+		APIRatePerToken:    api.DefaultRatePerToken,
+		APIRatePerAddr:     api.DefaultRatePerAddr,
+		AlarmRetention:     dedup.DefaultAlarmRetention,
 		LogLevel:           "info",
 	}
 }
@@ -159,6 +175,17 @@ func (c Config) Validate() error {
 		return badField("WebhookTimeout", "must be positive")
 	case c.OutboxRetention < 0:
 		return badField("OutboxRetention", "must not be negative (0 keeps every entry)")
+	case c.APIRatePerToken < 0:
+		return badField("APIRatePerToken", "must not be negative (0: unlimited)")
+	case c.APIRatePerAddr < 0:
+		return badField("APIRatePerAddr", "must not be negative (0: unlimited)")
+	case c.AlarmRetention < time.Minute:
+		return badField("AlarmRetention", "must be at least 1m")
+	}
+	for _, o := range c.APICORSOrigins {
+		if o != "*" && !validOrigin(o) {
+			return badField("APICORSOrigins", fmt.Sprintf("%q is not an origin (scheme://host[:port], or *)", o))
+		}
 	}
 	for i, w := range c.Webhooks {
 		if err := (outbox.Config{Topic: c.Topic, Webhooks: []outbox.Webhook{{Name: w.Name, URL: w.URL}}}).Validate(); err != nil {
@@ -174,6 +201,14 @@ func (c Config) Validate() error {
 		return badField("LogLevel", err.Error())
 	}
 	return nil
+}
+
+// validOrigin reports whether s is a browser origin: scheme://host[:port]
+// with nothing after.
+func validOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 func validTopic(s string) bool {
@@ -215,7 +250,12 @@ var configFields = envflag.Fields[Config]{
 	{Name: "WebhookMaxAttempts", Flag: "webhook-max-attempts", Env: "NOFLY_WEBHOOK_MAX_ATTEMPTS", Usage: "attempts per event and webhook before the event is dead-lettered"},
 	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
 	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
-	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics and /healthz; empty turns it off"},
+	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
+	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},
+	{Name: "APICORSOrigins", Flag: "api-cors-origins", Env: "NOFLY_API_CORS_ORIGINS", Usage: "origins a browser may call the API from, comma separated (* for any); empty: no CORS"},
+	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
+	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
+	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
 }
 

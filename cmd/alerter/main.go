@@ -8,6 +8,9 @@
 //	alerter redrive --webhook NAME=URL [--dry-run]
 //	                            post a webhook's dead letters again (each partition's),
 //	                            removing each one the endpoint accepts
+//	alerter api-token --name N --role viewer|operator|admin [--append FILE]
+//	                            make an API token: print it once and its --api-tokens line
+//	alerter openapi             print the API's OpenAPI 3.1 document (/openapi.json)
 //
 // Every flag has an environment fallback; see README.md next to this file.
 package main
@@ -45,11 +48,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = replayCmd(ctx, args, getenv, stdout, stderr)
 	case "redrive":
 		err = redriveCmd(ctx, args, getenv, stdout, stderr)
+	case "api-token":
+		err = apiTokenCmd(args, getenv, stdout, stderr)
+	case "openapi":
+		err = openapiCmd(stdout)
 	case "help":
-		fmt.Fprintln(stdout, "usage: alerter [serve|replay|redrive] [flags]; alerter <command> -h for its flags")
+		fmt.Fprintln(stdout, "usage: alerter [serve|replay|redrive|api-token|openapi] [flags]; alerter <command> -h for its flags")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "alerter: unknown command %q; use serve, replay or redrive\n", sub)
+		fmt.Fprintf(stderr, "alerter: unknown command %q; use serve, replay, redrive, api-token or openapi\n", sub)
 		return 2
 	}
 	switch {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics is the alerter's registry (its own, so that several alerters can
@@ -31,23 +30,15 @@ func newMetrics() *metrics {
 	return m
 }
 
-// serveHTTP serves /metrics and /healthz on addr until ctx ends. healthy
-// tells /healthz's answer.
-func serveHTTP(ctx context.Context, addr string, m *metrics, healthy func() error, log *slog.Logger) (net.Addr, error) {
+// serveHTTP serves h (api.Server's router: /metrics, /healthz, /readyz,
+// /openapi.json and the API) on addr until ctx ends. No write timeout: the
+// event stream is one long answer.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -56,7 +47,7 @@ func serveHTTP(ctx context.Context, addr string, m *metrics, healthy func() erro
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server", "err", err)
+			log.Error("http server", "err", err)
 		}
 	}()
 	return ln.Addr(), nil

@@ -31,6 +31,11 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 // serve runs the live alerter until ctx ends. started, if not nil, is
 // called with the metrics address once everything is up (tests).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metricsAddr string)) error {
+	// A bad token file is a configuration error before anything starts.
+	auth, err := cfg.loadAPIAuth()
+	if err != nil {
+		return err
+	}
 	src := cfg.zoneSource()
 	ix, rep, err := src.load()
 	if err != nil {
@@ -74,17 +79,29 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	defer cancel()
 	addr := ""
 	if cfg.HTTPAddr != "" {
-		na, err := serveHTTP(ctx, cfg.HTTPAddr, m, func() error {
+		healthy := func(ctx context.Context) error {
 			if !g.Joined() {
 				return errors.New("not in the consumer group yet")
 			}
 			return rc.Ping(ctx).Err()
-		}, log)
+		}
+		ready := func(ctx context.Context) error {
+			if err := healthy(ctx); err != nil {
+				return err
+			}
+			return kafkaReachable(ctx, cfg.Brokers)
+		}
+		h, err := newAPI(ctx, cfg, auth, partitions, m.reg, healthy, ready, log)
+		if err != nil {
+			return err
+		}
+		na, err := serveHTTP(ctx, cfg.HTTPAddr, h, log)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 		}
 		addr = na.String()
-		log.Info("metrics", "addr", addr)
+		log.Info("http", "addr", addr)
+		auth.log(log, addr)
 	}
 
 	// The zones from the versioned zone store (zonesync.go): seeded from
