@@ -54,9 +54,7 @@ func (e *eventsAPI) mount(r chi.Router) {
 
 // eventsRole is the role check of an events route. TODO(H1): s.require
 // once api/auth.go is committed.
-func (s *Server) eventsRole(role Role) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler { return next }
-}
+func (s *Server) eventsRole(role Role) func(http.Handler) http.Handler { return s.require(role) }
 
 // eventMeta are the fields of an event the filters and the SSE event name
 // look at.

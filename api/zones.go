@@ -46,9 +46,7 @@ func (s *Server) mountZones(r chi.Router) {
 }
 
 // zoneRole is the role check of a zone route (H1's require once it lands).
-func (s *Server) zoneRole(role Role) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler { return next }
-}
+func (s *Server) zoneRole(role Role) func(http.Handler) http.Handler { return s.require(role) }
 
 func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
 

@@ -111,7 +111,7 @@ func TestZonesAPI(t *testing.T) {
 		{name: "an ED-269 set", method: "PUT", path: "/v1/zones", body: string(ed269), hdr: []string{"If-Match", "4"}, status: 200, etag: `"5"`, has: []string{`"format":"ed269"`}, version: 5},
 		{name: "ED-269 served as a FeatureCollection", method: "GET", path: "/v1/zones", status: 200, etag: `"5"`, has: []string{`"type":"FeatureCollection"`, `"version":5`, `"identifier"`}, version: 5},
 		{name: "history", method: "GET", path: "/v1/zones/history", status: 200, etag: `"5"`,
-			has: []string{`"current_version":5`, `"topic":"telemetry.positions"`, `"switches":{"0":[],"1":[]}`, `"by":"unauthenticated"`}, version: 5},
+			has: []string{`"current_version":5`, `"topic":"telemetry.positions"`, `"switches":{"0":[],"1":[]}`, `"by":"anonymous"`}, version: 5},
 	}
 	for _, st := range steps {
 		a := do(t, srv, st.method, st.path, st.body, st.hdr...)
