@@ -108,6 +108,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 		EventsTopic: "e.x", Webhooks: []WebhookURL{{"a", "http://h:1/a"}, {"b", "https://h/b?q=1"}},
 		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
 		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
+		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
+		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
 	}
 	d := DefaultConfig()
 	cv, dv := reflect.ValueOf(c), reflect.ValueOf(d)
@@ -137,7 +139,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	empty.Zones = "z"
 	empty.EventsTopic, empty.HTTPAddr = "", ""
 	vars, flags = empty.Environ()
-	if want := []string{"--events-topic=", "--webhook=", "--http="}; !reflect.DeepEqual(flags, want) {
+	if want := []string{"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins="}; !reflect.DeepEqual(flags, want) {
 		t.Fatalf("flags %v, want %v", flags, want)
 	}
 	env = map[string]string{}

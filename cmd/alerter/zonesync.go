@@ -60,24 +60,57 @@ func startZoneSync(ctx context.Context, cfg Config, rc redis.UniversalClient, zo
 	host, _ := os.Hostname()
 	zs := &zoneSync{store: cfg.zoneStore(rc), v: cfg.zoneValidator(), src: cfg.zoneSource(), zones: zones, m: m,
 		log: log, host: host}
-	cur, err := zs.store.Current(ctx)
-	if errors.Is(err, zonestore.ErrEmpty) {
-		if _, err := zs.putFile(ctx, "seed:"+host, true); err != nil {
-			return nil, fmt.Errorf("seed the zone store from %s: %w", cfg.Zones, err)
+	// Redis may be unreachable or drop connections for a while (the client
+	// does not retry): the store is tried again, with backoff, until ctx
+	// ends; a zone file or stored set that does not load is final.
+	wait := 100 * time.Millisecond
+	for {
+		err := zs.first(ctx)
+		var fe *zoneFileError
+		if err == nil {
+			break
+		} else if errors.As(err, &fe) || ctx.Err() != nil {
+			return nil, err
 		}
-		cur, err = zs.store.Current(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := zs.apply(cur, false); err != nil {
-		return nil, err
+		log.Warn("zone store unreachable at start; trying again", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("zone store: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 	// The version in use, to see every instance on the same one.
 	_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "zone_version",
 		Help: "The zone store's version of the zones in use."}, func() float64 { return float64(zs.version()) }))
 	go zs.follow(ctx)
 	return zs, nil
+}
+
+// zoneFileError is a zone file or stored zone set that does not load:
+// trying again would not help.
+type zoneFileError struct{ err error }
+
+func (e *zoneFileError) Error() string { return e.err.Error() }
+func (e *zoneFileError) Unwrap() error { return e.err }
+
+// first seeds an empty store from the zone file and swaps in the store's
+// current version.
+func (zs *zoneSync) first(ctx context.Context) error {
+	cur, err := zs.store.Current(ctx)
+	if errors.Is(err, zonestore.ErrEmpty) {
+		if _, err := zs.putFile(ctx, "seed:"+zs.host, true); err != nil {
+			return fmt.Errorf("seed the zone store from %s: %w", zs.src.path, err)
+		}
+		cur, err = zs.store.Current(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if err := zs.apply(cur, false); err != nil {
+		return &zoneFileError{fmt.Errorf("zone store version %d: %w", cur.Version, err)}
+	}
+	return nil
 }
 
 // follow polls the store's version and applies a new one.
@@ -161,16 +194,16 @@ func (zs *zoneSync) putFile(ctx context.Context, by string, seed bool) (zonestor
 	// The file's own load first: its errors and report name the file.
 	ix, rep, err := zs.src.load()
 	if err != nil {
-		return zonestore.Entry{}, err
+		return zonestore.Entry{}, &zoneFileError{err}
 	}
 	logZoneReport(zs.log, "zone file read", rep, ix.Version())
 	b, err := os.ReadFile(zs.src.path)
 	if err != nil {
-		return zonestore.Entry{}, err
+		return zonestore.Entry{}, &zoneFileError{err}
 	}
 	format, doc, _, err := zs.v.Normalize(b)
 	if err != nil {
-		return zonestore.Entry{}, fmt.Errorf("%s: %w", zs.src.path, err)
+		return zonestore.Entry{}, &zoneFileError{fmt.Errorf("%s: %w", zs.src.path, err)}
 	}
 	for try := 0; ; try++ {
 		cur, err := zs.store.Current(ctx)

@@ -394,3 +394,54 @@ func mustEntry(t *testing.T, cfg Config, doc string) zonestore.Entry {
 	}
 	return zonestore.Entry{Format: string(f), Zones: norm}
 }
+
+// TestZoneSyncStartWaitsForRedis: an alerter started while its Redis is
+// down (or dropping connections) waits for it instead of exiting, and
+// starts once it is back; a zone file that does not load fails at once.
+func TestZoneSyncStartWaitsForRedis(t *testing.T) {
+	r := testenv.StartRedis(t)
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.RedisAddr, cfg.RedisPrefix, cfg.Zones = r.Addr(), testenv.RedisPrefix(t, "zonewait"), zonesPath()
+	rc := newRedisClient(r.Addr(), "zonewait-test")
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type result struct {
+		zs  *zoneSync
+		err error
+	}
+	done := make(chan result, 1)
+	var cur geofence.Current
+	go func() {
+		zs, err := startZoneSync(ctx, cfg, rc, &cur, newMetrics(), testLog(t))
+		done <- result{zs, err}
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("startZoneSync returned with Redis down: %v", res.err)
+	case <-time.After(700 * time.Millisecond):
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || cur.Load().ZoneVersion() != 1 {
+		t.Fatalf("after Redis came back: err %v, zone version %d; want nil and 1", res.err, cur.Load().ZoneVersion())
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.geojson")
+	if err := os.WriteFile(bad, []byte(`{"type":"FeatureCollection","features":[{"type":"Feature"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Zones, cfg.RedisPrefix = bad, testenv.RedisPrefix(t, "zonebad")
+	start := time.Now()
+	var cur2 geofence.Current
+	if _, err := startZoneSync(ctx, cfg, rc, &cur2, newMetrics(), testLog(t)); err == nil || !strings.Contains(err.Error(), "bad.geojson") {
+		t.Fatalf("a bad zone file: err %v, want an error naming the file", err)
+	} else if time.Since(start) > 5*time.Second {
+		t.Fatalf("a bad zone file took %v to fail: it was retried", time.Since(start))
+	}
+}
