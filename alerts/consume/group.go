@@ -49,6 +49,9 @@ type Options struct {
 	Redis    redis.UniversalClient
 	Prefix   string        // first part of every key's hash tag; dedup.DefaultPrefix when empty
 	EventTTL time.Duration // lifetime of an event's unique key; dedup.DefaultEventTTL when 0
+	// AlarmRetention is how long a cleared alarm stays in the alarm index
+	// (the API's history); dedup.DefaultAlarmRetention when 0.
+	AlarmRetention time.Duration
 
 	// Zones are read at every batch, so a reload (Zones.Store) applies from
 	// the next batch of every partition.
@@ -160,7 +163,8 @@ func New(o Options) (*Group, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	store, err := dedup.NewRedis(o.Redis, dedup.RedisOptions{Prefix: o.Prefix, Topic: o.Topic, EventTTL: o.EventTTL})
+	store, err := dedup.NewRedis(o.Redis, dedup.RedisOptions{Prefix: o.Prefix, Topic: o.Topic, EventTTL: o.EventTTL,
+		AlarmRetention: o.AlarmRetention})
 	if err != nil {
 		return nil, err
 	}

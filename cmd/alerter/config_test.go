@@ -156,3 +156,16 @@ func TestEnvironRoundTrip(t *testing.T) {
 		t.Fatalf("parsed back\n%+v\nwant\n%+v", got, empty)
 	}
 }
+
+// TestRetentionReachesStores: --alarm-retention is the alarm index's
+// retention in the batch script and the zone store's history length.
+func TestRetentionReachesStores(t *testing.T) {
+	c := DefaultConfig()
+	c.AlarmRetention = 5 * time.Hour
+	if got := c.groupOptions(nil, nil, nil).AlarmRetention; got != c.AlarmRetention {
+		t.Errorf("consume.Options.AlarmRetention = %v, want %v", got, c.AlarmRetention)
+	}
+	if got := c.zoneRetention(); got != c.AlarmRetention {
+		t.Errorf("zone retention = %v, want %v", got, c.AlarmRetention)
+	}
+}

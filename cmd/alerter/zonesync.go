@@ -36,7 +36,7 @@ func (c Config) zoneStore(rc redis.UniversalClient) *zonestore.Store {
 
 // zoneRetention is how long zone versions are kept: the alarm retention,
 // the longest a replay of the alarms' telemetry needs them.
-func (c Config) zoneRetention() time.Duration { return 168 * time.Hour }
+func (c Config) zoneRetention() time.Duration { return c.AlarmRetention }
 
 // zoneSync keeps the zones in use on the zone store's current version.
 type zoneSync struct {
