@@ -131,7 +131,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	say("ingest  http://%s   (POST /v1/telemetry, /metrics, /openapi.yaml)", ingestAddr)
-	say("alerter http://%s   (/metrics, /healthz); topics %s and %s, Redis prefix %s", alerterAddr, topic, eventsTopic, runID)
+	say("alerter http://%s   (/v1/alarms, /v1/events/stream, /metrics, /openapi.json; loopback: no token); topics %s and %s, Redis prefix %s", alerterAddr, topic, eventsTopic, runID)
 
 	rdb := redis.NewClient(&redis.Options{Addr: c.redis})
 	defer rdb.Close()
