@@ -1,0 +1,437 @@
+// Package dronestore is the read side of the drone states and short
+// tracks that the batch script (dedup) writes per partition: list the
+// drones with their last known position and active alarms, and get one
+// with its track (docs/redis-layout.md, "Drone state"). It writes nothing:
+// the states and tracks are kept by the one script per batch that already
+// writes each seen drone's state, so the API costs the pipeline no Redis
+// write. Any alerter instance may serve it: the state is in Redis.
+package dronestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/redislayout"
+	"github.com/nofly-dev/nofly/telemetry"
+)
+
+// The limits of a list request.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// scanCount is the COUNT hint of each HSCAN: a hash is read in steps of
+// about this many fields, so a large one never blocks Redis for long.
+const scanCount = 1000
+
+// ErrNotFound is returned for a drone no partition holds.
+var ErrNotFound = errors.New("dronestore: no such drone")
+
+// ErrBadCursor is returned for a cursor List did not hand out.
+var ErrBadCursor = errors.New("dronestore: bad cursor")
+
+// Options configure a Store. Redis, Topic and Partitions are required.
+type Options struct {
+	Redis      redis.UniversalClient
+	Prefix     string // dedup.DefaultPrefix when empty
+	Topic      string
+	Partitions int
+}
+
+// Store reads the drones of every partition of a topic.
+type Store struct {
+	o    Options
+	keys []redislayout.Keys
+}
+
+// New returns a store on o.
+func New(o Options) (*Store, error) {
+	if o.Redis == nil || o.Topic == "" || o.Partitions <= 0 {
+		return nil, errors.New("dronestore: Options need Redis, Topic and Partitions")
+	}
+	if o.Prefix == "" {
+		o.Prefix = dedup.DefaultPrefix
+	}
+	s := &Store{o: o, keys: make([]redislayout.Keys, o.Partitions)}
+	for p := range s.keys {
+		s.keys[p] = redislayout.Of(o.Prefix, o.Topic, p)
+	}
+	return s, nil
+}
+
+// Alarm is one of a drone's active alarms, as its state holds it.
+type Alarm struct {
+	AlarmID   string `json:"alarm_id"`
+	ZoneID    string `json:"zone_id"`
+	ZoneName  string `json:"zone_name"`
+	Category  string `json:"category"`
+	RaisedSeq int64  `json:"raised_seq"`
+	// Since is the raising event's ts, from the alarm index; null when the
+	// index does not hold the alarm (raised before the index existed).
+	Since *time.Time `json:"since"`
+}
+
+// Point is a position: the last known one, or one of the track's.
+type Point struct {
+	TS     time.Time `json:"ts"`
+	Lat    float64   `json:"lat"`
+	Lon    float64   `json:"lon"`
+	AltM   *float64  `json:"alt_m"`
+	AltRef *string   `json:"alt_ref"`
+}
+
+// Drone is one drone as the API answers it. The position fields are null
+// for a state written before states kept their position (only seq and
+// alarms are known then).
+type Drone struct {
+	DroneID      string     `json:"drone_id"`
+	Partition    int        `json:"partition"`
+	Seq          int64      `json:"seq"`
+	TS           *time.Time `json:"ts"`
+	Lat          *float64   `json:"lat"`
+	Lon          *float64   `json:"lon"`
+	AltM         *float64   `json:"alt_m"`
+	AltRef       *string    `json:"alt_ref"`
+	ActiveAlarms []Alarm    `json:"active_alarms"`
+
+	pos alerts.Fix // the state's position (zero: unknown)
+}
+
+// Detail is one drone with its short track.
+type Detail struct {
+	Drone
+	// Track is the drone's sampled positions, oldest first, at most the
+	// track length (50) of them.
+	Track []Point `json:"track"`
+}
+
+// pointOf is the answered form of a kept position.
+func pointOf(f alerts.Fix) Point {
+	p := Point{TS: f.TS, Lat: f.Lat, Lon: f.Lon, AltM: f.AltM}
+	if f.AltRef != "" {
+		ref := f.AltRef
+		p.AltRef = &ref
+	}
+	return p
+}
+
+// droneOf builds the drone id's answer from its stored state on partition p.
+func droneOf(id string, p int, raw []byte) (Drone, error) {
+	st, err := alerts.DecodeDroneState(raw)
+	if err != nil {
+		return Drone{}, fmt.Errorf("dronestore: partition %d drone %q: %w", p, id, err)
+	}
+	d := Drone{DroneID: id, Partition: p, Seq: st.Seq, ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos}
+	if !st.Pos.IsZero() {
+		pt := pointOf(st.Pos)
+		d.TS, d.Lat, d.Lon, d.AltM, d.AltRef = &pt.TS, &pt.Lat, &pt.Lon, pt.AltM, pt.AltRef
+	}
+	for _, a := range st.Alarms {
+		al := Alarm{AlarmID: a.Alarm, ZoneID: a.Zone, ZoneName: a.Name, Category: a.Category, RaisedSeq: a.RaisedSeq}
+		if al.AlarmID == "" {
+			al.AlarmID = alerts.AlarmID(id, a.Zone, a.RaisedSeq)
+		}
+		d.ActiveAlarms = append(d.ActiveAlarms, al)
+	}
+	return d, nil
+}
+
+// BBox is a longitude/latitude box, edges included (GeoJSON order:
+// MinLon, MinLat, MaxLon, MaxLat). It does not cross the antimeridian.
+type BBox struct {
+	MinLon, MinLat, MaxLon, MaxLat float64
+}
+
+// Check says what is wrong with the box, or nil.
+func (b BBox) Check() error {
+	switch {
+	case b.MinLon < -180 || b.MaxLon > 180:
+		return errors.New("longitudes must be within [-180, 180]")
+	case b.MinLat < -90 || b.MaxLat > 90:
+		return errors.New("latitudes must be within [-90, 90]")
+	case b.MinLon > b.MaxLon:
+		return errors.New("minLon is above maxLon (a box across the antimeridian is two requests)")
+	case b.MinLat > b.MaxLat:
+		return errors.New("minLat is above maxLat")
+	}
+	return nil
+}
+
+// Contains reports whether the box holds the position.
+func (b BBox) Contains(lat, lon float64) bool {
+	return lon >= b.MinLon && lon <= b.MaxLon && lat >= b.MinLat && lat <= b.MaxLat
+}
+
+// Filter selects drones for List. The zero value lists every drone,
+// DefaultLimit of them. A drone whose state holds no position (written
+// before states kept one) is listed unless BBox or ActiveSince is set: its
+// position and its last ts are unknown.
+type Filter struct {
+	BBox *BBox // nil: anywhere
+	// ActiveSince keeps drones whose last position's ts is at or after it
+	// (zero: any).
+	ActiveSince time.Time
+	Limit       int    // DefaultLimit when 0; at most MaxLimit
+	Cursor      string // from a previous page's next cursor
+}
+
+func (f *Filter) match(d *Drone) bool {
+	if f.BBox == nil && f.ActiveSince.IsZero() {
+		return true
+	}
+	if d.pos.IsZero() {
+		return false
+	}
+	return (f.BBox == nil || f.BBox.Contains(d.pos.Lat, d.pos.Lon)) &&
+		(f.ActiveSince.IsZero() || !d.pos.TS.Before(f.ActiveSince))
+}
+
+// cursorVersion starts every cursor, so the form can change.
+const cursorVersion = 'd'
+
+// The cursor is the last listed drone id: base64url of 'd' and the id.
+func cursorOf(id string) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{cursorVersion}, id...))
+}
+
+func parseCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 2 || b[0] != cursorVersion || len(b)-1 > telemetry.MaxDroneIDLen {
+		return "", ErrBadCursor
+	}
+	return string(b[1:]), nil
+}
+
+// better reports whether a drone's state on one partition wins over its
+// state on another: the higher seq (a drone moved by a repartition keeps
+// going on its new partition), then, for equal seqs, the lower partition,
+// so every instance picks the same.
+func better(a, b *Drone) bool {
+	return a.Seq > b.Seq || (a.Seq == b.Seq && a.Partition < b.Partition)
+}
+
+// List returns up to f.Limit drones matching f, by drone id, across every
+// partition, and the cursor of the next page ("" when there is none).
+//
+// Each page reads every partition's drone hash (HSCAN, pipelined across
+// partitions: one round trip per scanCount fields of the largest hash),
+// then one pipelined HMGET of the page's alarms' raise times: the reads
+// grow with the number of drones, the writes of the pipeline not at all.
+func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
+	if f.Limit <= 0 {
+		f.Limit = DefaultLimit
+	}
+	f.Limit = min(f.Limit, MaxLimit)
+	after := ""
+	if f.Cursor != "" {
+		var err error
+		if after, err = parseCursor(f.Cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	if f.BBox != nil {
+		if err := f.BBox.Check(); err != nil {
+			return nil, "", fmt.Errorf("dronestore: bbox: %w", err)
+		}
+	}
+
+	// The best state of each drone after the cursor; its filter is
+	// applied once every partition was read, since a drone's state on
+	// another partition may win.
+	best := map[string]*Drone{}
+	type scan struct {
+		cursor uint64
+		done   bool
+	}
+	scans := make([]scan, len(s.keys))
+	for {
+		cmds := make([]*redis.ScanCmd, len(s.keys))
+		_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for p, k := range s.keys {
+				if !scans[p].done {
+					cmds[p] = pl.HScan(ctx, k.Drones(), scans[p].cursor, "", scanCount)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("dronestore: scan drones: %w", err)
+		}
+		more := false
+		for p, c := range cmds {
+			if c == nil {
+				continue
+			}
+			kv, next := c.Val()
+			for i := 0; i+1 < len(kv); i += 2 {
+				id := kv[i]
+				if id <= after {
+					continue
+				}
+				d, err := droneOf(id, p, []byte(kv[i+1]))
+				if err != nil {
+					return nil, "", err
+				}
+				if prev, ok := best[id]; !ok || better(&d, prev) {
+					best[id] = &d
+				}
+			}
+			scans[p].cursor, scans[p].done = next, next == 0
+			more = more || next != 0
+		}
+		if !more {
+			break
+		}
+	}
+
+	ids := make([]string, 0, len(best))
+	for id, d := range best {
+		if f.match(d) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	next := ""
+	if len(ids) > f.Limit {
+		ids = ids[:f.Limit]
+		next = cursorOf(ids[len(ids)-1])
+	}
+	out := make([]Drone, len(ids))
+	for i, id := range ids {
+		out[i] = *best[id]
+	}
+	if err := s.raiseTimes(ctx, out); err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// raiseTimes fills the Since of the drones' alarms from the alarm index:
+// one pipelined HMGET per partition holding any of them.
+func (s *Store) raiseTimes(ctx context.Context, ds []Drone) error {
+	fields := make([][]string, len(s.keys))
+	for _, d := range ds {
+		for _, a := range d.ActiveAlarms {
+			fields[d.Partition] = append(fields[d.Partition], a.AlarmID+dedup.SuffixRaised)
+		}
+	}
+	cmds := make([]*redis.SliceCmd, len(s.keys))
+	n := 0
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for p, fs := range fields {
+			if len(fs) > 0 {
+				cmds[p] = pl.HMGet(ctx, s.keys[p].Alarms(), fs...)
+				n++
+			}
+		}
+		return nil
+	})
+	if n == 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dronestore: raise times: %w", err)
+	}
+	since := map[string]time.Time{}
+	for p, c := range cmds {
+		if c == nil {
+			continue
+		}
+		for i, v := range c.Val() {
+			raw, ok := v.(string)
+			if !ok {
+				continue
+			}
+			var e struct {
+				TS time.Time `json:"ts"`
+			}
+			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+				return fmt.Errorf("dronestore: partition %d: raised event %s: %w", p, fields[p][i], err)
+			}
+			since[strings.TrimSuffix(fields[p][i], dedup.SuffixRaised)] = e.TS.UTC()
+		}
+	}
+	for i := range ds {
+		for j := range ds[i].ActiveAlarms {
+			a := &ds[i].ActiveAlarms[j]
+			if ts, ok := since[a.AlarmID]; ok {
+				a.Since = &ts
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns drone id with its track: the state and track of every
+// partition in one pipelined round trip (the state with the higher seq
+// wins, with the track kept beside it), then its alarms' raise times.
+// ErrNotFound when no partition holds a state of it.
+func (s *Store) Get(ctx context.Context, id string) (Detail, error) {
+	if id == "" || len(id) > telemetry.MaxDroneIDLen {
+		return Detail{}, ErrNotFound
+	}
+	states := make([]*redis.StringCmd, len(s.keys))
+	tracks := make([]*redis.StringSliceCmd, len(s.keys))
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for p, k := range s.keys {
+			states[p] = pl.HGet(ctx, k.Drones(), id)
+			tracks[p] = pl.LRange(ctx, k.Track(id), 0, -1)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Detail{}, fmt.Errorf("dronestore: get drone %q: %w", id, err)
+	}
+	var best *Drone
+	for p, c := range states {
+		raw, err := c.Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return Detail{}, fmt.Errorf("dronestore: get drone %q on partition %d: %w", id, p, err)
+		}
+		d, err := droneOf(id, p, raw)
+		if err != nil {
+			return Detail{}, err
+		}
+		if best == nil || better(&d, best) {
+			best = &d
+		}
+	}
+	if best == nil {
+		return Detail{}, ErrNotFound
+	}
+	ds := []Drone{*best}
+	if err := s.raiseTimes(ctx, ds); err != nil {
+		return Detail{}, err
+	}
+	out := Detail{Drone: ds[0], Track: []Point{}}
+	pts, err := tracks[best.Partition].Result()
+	if err != nil {
+		return Detail{}, fmt.Errorf("dronestore: track of %q on partition %d: %w", id, best.Partition, err)
+	}
+	for _, raw := range pts {
+		f, err := alerts.DecodeFix(bytes.TrimSpace([]byte(raw)))
+		if err != nil {
+			return Detail{}, fmt.Errorf("dronestore: partition %d: %w", best.Partition, err)
+		}
+		out.Track = append(out.Track, pointOf(f))
+	}
+	if n := len(out.Track); n > dedup.DefaultTrackLen {
+		out.Track = out.Track[n-dedup.DefaultTrackLen:]
+	}
+	return out, nil
+}
