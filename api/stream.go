@@ -129,12 +129,21 @@ func (e *eventsAPI) releaseHub(h *hub) {
 
 // hubEntry is an entry of the ring: the event and, prepared once for every
 // client that follows the hub's own sequence, the hub's cursor after it
-// and the whole SSE frame.
+// and the whole SSE frame, blk.b[off:end]. The frames of one round are
+// consecutive in one block, so such a client writes a round's frames with
+// one Write from the block instead of copying each.
 type hubEntry struct {
 	outboxEntry
-	cursor string
-	frame  []byte
+	cursor   string
+	blk      *frameBlock
+	off, end int
 }
+
+// frameBlock holds the frames of one hub round, joined; never written after
+// the round is added.
+type frameBlock struct{ b []byte }
+
+func (he *hubEntry) frame() []byte { return he.blk.b[he.off:he.end:he.end] }
 
 // hub reads all outboxes and keeps the latest entries.
 type hub struct {
@@ -277,17 +286,27 @@ func (h *hub) add(res []redis.XStream, nowMS uint64) bool {
 	if len(entries) == 0 {
 		return false
 	}
-	// Frames are built outside the lock; vec is only written here.
+	// Frames are built outside the lock, into one block; vec is only
+	// written here.
 	vec := slices.Clone(h.vec)
 	built := make([]*hubEntry, 0, len(entries))
+	size := 0
+	for i := range entries {
+		// id, data and the cursor twice, event type: a little more.
+		size += len(entries[i].json) + 2*(4+len(vec)*8) + 48
+	}
+	blk := &frameBlock{b: make([]byte, 0, size)}
+	var cur []byte
 	for i := range entries {
 		e := &entries[i]
 		if !vec[e.part].less(e.id) {
 			continue
 		}
 		vec[e.part] = e.id
-		he := &hubEntry{outboxEntry: *e, cursor: vec.String()}
-		he.frame = appendFrame(nil, e, []byte(he.cursor))
+		cur = vec.appendEncoded(cur[:0])
+		he := &hubEntry{outboxEntry: *e, cursor: string(cur), blk: blk, off: len(blk.b)}
+		blk.b = appendFrame(blk.b, e, cur)
+		he.end = len(blk.b)
 		built = append(built, he)
 	}
 	h.mu.Lock()
@@ -463,29 +482,103 @@ type sseClient struct {
 	f   eventFilter
 	rd  *outboxReader // its cursor is the client's position
 	hub *hub
-	buf []byte
+	out sseOut
 }
 
 var errStreamClosed = errors.New("the server closed the stream")
 
+// minSharedWrite is the least run of a hub block's frames written from the
+// block: a shorter one is copied, as a Write (an HTTP chunk) of its own
+// would cost more than the copy.
+const minSharedWrite = 4 << 10
+
+// sseOut is a stream's output until the next flush, in order: bytes of its
+// own (comments, frames built for this client's cursor) and runs of
+// consecutive frames of a hub block, which are written from the block.
+type sseOut struct {
+	own  []byte
+	from int      // own[from:] is not in segs yet
+	segs [][]byte // what to write, in order
+	// The run of shared frames being extended: blk.b[runOff:runEnd].
+	blk            *frameBlock
+	runOff, runEnd int
+}
+
+// ownBytes returns the buffer to append the stream's own bytes to (then
+// assign it back to o.own); the shared run before it ends.
+func (o *sseOut) ownBytes() []byte {
+	o.endRun()
+	return o.own
+}
+
+// shared queues the hub's frame of he.
+func (o *sseOut) shared(he *hubEntry) {
+	if o.blk == he.blk && o.runEnd == he.off {
+		o.runEnd = he.end
+		return
+	}
+	o.endRun()
+	o.blk, o.runOff, o.runEnd = he.blk, he.off, he.end
+}
+
+func (o *sseOut) endRun() {
+	if o.blk == nil {
+		return
+	}
+	b := o.blk.b[o.runOff:o.runEnd:o.runEnd]
+	o.blk = nil
+	if len(b) < minSharedWrite {
+		o.own = append(o.own, b...)
+		return
+	}
+	o.seal()
+	o.segs = append(o.segs, b)
+}
+
+// seal moves the own bytes not queued yet to segs.
+func (o *sseOut) seal() {
+	if len(o.own) > o.from {
+		// Later appends write past this slice (or to a new array): it
+		// stays as it is.
+		o.segs = append(o.segs, o.own[o.from:len(o.own):len(o.own)])
+		o.from = len(o.own)
+	}
+}
+
+func (o *sseOut) reset() {
+	clear(o.segs)
+	o.segs, o.own, o.from = o.segs[:0], o.own[:0], 0
+}
+
 func (c *sseClient) flush() error {
-	if len(c.buf) == 0 {
+	c.out.endRun()
+	c.out.seal()
+	if len(c.out.segs) == 0 {
 		return nil
 	}
+	defer c.out.reset()
 	_ = c.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := c.w.Write(c.buf)
-	c.buf = c.buf[:0]
-	if err == nil {
-		err = c.rc.Flush()
+	for _, b := range c.out.segs {
+		if _, err := c.w.Write(b); err != nil {
+			return err
+		}
 	}
-	return err
+	return c.rc.Flush()
+}
+
+// comment queues an SSE comment line.
+func (c *sseClient) comment(text string) {
+	b := append(c.out.ownBytes(), ": "...)
+	b = append(b, text...)
+	c.out.own = append(b, "\n\n"...)
 }
 
 // deliver advances past e and queues it unless filtered out.
 func (c *sseClient) deliver(e *outboxEntry) {
 	c.rd.advance(e)
 	if c.f.match(&e.meta) {
-		c.buf = appendFrame(c.buf, e, c.rd.cur.appendEncoded(nil))
+		b := c.out.ownBytes()
+		c.out.own = appendFrame(b, e, c.rd.cur.appendEncoded(nil))
 	}
 }
 
@@ -494,7 +587,7 @@ func (c *sseClient) run(ctx context.Context, first []outboxEntry, more bool) err
 	keep := time.NewTicker(ev.keepAlive)
 	defer keep.Stop()
 	// An immediate comment: the client sees the stream open.
-	c.buf = append(c.buf, ": connected\n\n"...)
+	c.comment("connected")
 	for i := range first {
 		c.deliver(&first[i])
 	}
@@ -515,7 +608,7 @@ func (c *sseClient) run(ctx context.Context, first []outboxEntry, more bool) err
 				case <-ev.done:
 					return errStreamClosed
 				case <-keep.C:
-					c.buf = append(c.buf, ": keepalive\n\n"...)
+					c.comment("keepalive")
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
@@ -549,7 +642,7 @@ func (c *sseClient) run(ctx context.Context, first []outboxEntry, more bool) err
 				if aligned {
 					c.rd.advance(&he.outboxEntry)
 					if c.f.match(&he.meta) {
-						c.buf = append(c.buf, he.frame...)
+						c.out.shared(he)
 					}
 					continue
 				}
@@ -570,7 +663,7 @@ func (c *sseClient) run(ctx context.Context, first []outboxEntry, more bool) err
 			case <-ev.done:
 				return errStreamClosed
 			case <-keep.C:
-				c.buf = append(c.buf, ": keepalive\n\n"...)
+				c.comment("keepalive")
 			case <-wait:
 			}
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,14 +30,17 @@ import (
 )
 
 // sseClients is a set of GET /v1/events/stream clients of an in-process
-// API over the pipeline's keys, each counting the events it reads.
+// API over the pipeline's keys, each keeping the id (cursor) of every event
+// it reads, in order.
 type sseClients struct {
 	ts     *httptest.Server
 	rdb    *redis.Client
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	counts []atomic.Int64
+	ids    [][]byte // client i's ids, each ended by '\n'; read after close
 	errs   chan error
+	closed sync.Once
 }
 
 // connectSSE starts the API on the pipeline's keys and connects n streams
@@ -48,7 +53,8 @@ func connectSSE(b *testing.B, p *pipeline, n int, query func(i int) string) *sse
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &sseClients{ts: httptest.NewServer(s.Handler()), rdb: rdb, counts: make([]atomic.Int64, n), errs: make(chan error, n)}
+	c := &sseClients{ts: httptest.NewServer(s.Handler()), rdb: rdb, counts: make([]atomic.Int64, n),
+		ids: make([][]byte, n), errs: make(chan error, n)}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
@@ -68,22 +74,46 @@ func connectSSE(b *testing.B, p *pipeline, n int, query func(i int) string) *sse
 				ready <- struct{}{}
 				return
 			}
-			// Count the frames' "id: " lines in whole reads, as cheaply as a
-			// client can: the clients share the machine with the alerter.
+			// Keep each frame's id in whole reads with a byte scan, as
+			// cheaply as a client can: the clients share the process and
+			// the machine with the alerter. A frame is "id: <cursor>\n",
+			// then event and data lines (no raw newline in the JSON), then
+			// an empty line, so "\nid: " only begins an id line.
 			buf := make([]byte, 256<<10)
-			var carry []byte
-			first := true
+			carry, first := 0, true
 			for {
-				k, err := res.Body.Read(buf[len(carry):])
+				k, err := res.Body.Read(buf[carry:])
 				if k > 0 && first {
 					first = false
 					ready <- struct{}{}
 				}
-				chunk := buf[:len(carry)+k]
-				c.counts[i].Add(int64(bytes.Count(chunk, []byte("\nid: "))))
-				// Keep the tail that may begin a split "\nid: ".
-				tail := chunk[max(0, len(chunk)-4):]
-				carry = buf[:copy(buf, tail)]
+				chunk := buf[:carry+k]
+				pos, found := 0, int64(0)
+				rest := -1 // start of an id line not complete in chunk
+				for {
+					j := bytes.Index(chunk[pos:], sseIDLine)
+					if j < 0 {
+						break
+					}
+					from := pos + j + len(sseIDLine)
+					e := bytes.IndexByte(chunk[from:], '\n')
+					if e < 0 {
+						rest = pos + j
+						break
+					}
+					c.ids[i] = append(c.ids[i], chunk[from:from+e+1]...)
+					found++
+					pos = from + e // the '\n' ending the id line: never one before "id: "
+				}
+				c.counts[i].Add(found)
+				if rest < 0 {
+					rest = max(pos, len(chunk)-len(sseIDLine)+1) // may begin a split "\nid: "
+				}
+				if len(chunk)-rest > len(buf)/2 {
+					c.errs <- fmt.Errorf("SSE client %d: an id line longer than %d bytes", i, len(buf)/2)
+					return
+				}
+				carry = copy(buf, chunk[rest:])
 				if err != nil {
 					if ctx.Err() == nil && err != io.EOF {
 						c.errs <- err
@@ -104,29 +134,81 @@ func connectSSE(b *testing.B, p *pipeline, n int, query func(i int) string) *sse
 	return c
 }
 
-// waitAll waits until every client i read want(i) events.
-func (c *sseClients) waitAll(b *testing.B, want func(i int) int64) {
+var sseIDLine = []byte("\nid: ")
+
+// waitAll waits until every client i read as many events as want(i) holds,
+// closes the clients, then checks that each read exactly want(i): the same
+// cursors in the same order (so no gap, no repeat, no reordering).
+func (c *sseClients) waitAll(b *testing.B, want func(i int) []byte) {
 	deadline := time.Now().Add(60 * time.Second)
 	for i := range c.counts {
-		want := want(i)
-		for c.counts[i].Load() < want {
+		n := int64(bytes.Count(want(i), []byte("\n")))
+		for c.counts[i].Load() < n {
 			if time.Now().After(deadline) {
-				b.Fatalf("SSE client %d read %d of %d events", i, c.counts[i].Load(), want)
+				b.Fatalf("SSE client %d read %d of %d events", i, c.counts[i].Load(), n)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := c.counts[i].Load(); n != want {
-			b.Fatalf("SSE client %d read %d events, the outboxes hold %d", i, n, want)
+	}
+	c.close()
+	select {
+	case err := <-c.errs:
+		b.Fatal(err)
+	default:
+	}
+	for i := range c.ids {
+		if w := want(i); !bytes.Equal(c.ids[i], w) {
+			b.Fatalf("SSE client %d read %d events, not the %d of GET /v1/events in order: at %s (live: GET, replay: stream)",
+				i, bytes.Count(c.ids[i], []byte("\n")), bytes.Count(w, []byte("\n")), firstDiff(w, c.ids[i]))
 		}
 	}
 }
 
+// expected returns, from GET /v1/events of the same API (outbox reads,
+// not the hub), every event's cursor, each ended by '\n', and its zone. It
+// reads after the streams' start: every partition at 0-0 (they began on
+// empty outboxes), a cursor of version 1 with a zero id per partition.
+func (c *sseClients) expected(b *testing.B, partitions int) (all []byte, zones []string) {
+	start := binary.AppendUvarint([]byte{1}, uint64(partitions))
+	start = append(start, make([]byte, 2*partitions)...)
+	after := "&after=" + base64.RawURLEncoding.EncodeToString(start)
+	for {
+		res, err := http.Get(c.ts.URL + "/v1/events?limit=10000" + after)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			b.Fatalf("GET /v1/events: %s %v %s", res.Status, err, body)
+		}
+		lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
+		if len(body) == 0 {
+			return all, zones
+		}
+		var ev struct {
+			Cursor string `json:"cursor"`
+			ZoneID string `json:"zone_id"`
+		}
+		for _, l := range lines {
+			if err := json.Unmarshal(l, &ev); err != nil {
+				b.Fatal(err)
+			}
+			all = append(append(all, ev.Cursor...), '\n')
+			zones = append(zones, ev.ZoneID)
+		}
+		after = "&after=" + url.QueryEscape(ev.Cursor)
+	}
+}
+
 func (c *sseClients) close() {
-	c.cancel()
-	c.ts.CloseClientConnections()
-	c.wg.Wait()
-	c.ts.Close()
-	_ = c.rdb.Close()
+	c.closed.Do(func() {
+		c.cancel()
+		c.ts.CloseClientConnections()
+		c.wg.Wait()
+		c.ts.Close()
+		_ = c.rdb.Close()
+	})
 }
 
 // runAlerterWithSSE runs an alerter (own group and prefix) with n SSE
@@ -180,22 +262,19 @@ func runAlerterWithSSE(b *testing.B, p *pipeline, total int64, n int, oneZone bo
 		b.Fatal(err)
 	}
 	if clients != nil {
-		perZone := map[string]int64{}
-		all := p.outbox()
-		for _, e := range all {
-			var ev struct {
-				ZoneID string `json:"zone_id"`
-			}
-			if err := json.Unmarshal(e, &ev); err != nil {
-				b.Fatal(err)
-			}
-			perZone[ev.ZoneID]++
+		all, zoneOfEvent := clients.expected(b, p.partitions)
+		if len(zoneOfEvent) != len(p.outbox()) {
+			b.Fatalf("GET /v1/events gave %d events, the outboxes hold %d", len(zoneOfEvent), len(p.outbox()))
 		}
-		clients.waitAll(b, func(i int) int64 {
+		perZone := map[string][]byte{}
+		for k, line := range bytes.SplitAfter(all, []byte("\n"))[:len(zoneOfEvent)] {
+			perZone[zoneOfEvent[k]] = append(perZone[zoneOfEvent[k]], line...)
+		}
+		clients.waitAll(b, func(i int) []byte {
 			if oneZone {
 				return perZone[zoneOf(i)]
 			}
-			return int64(len(all))
+			return all
 		})
 	}
 	return took, cpu
