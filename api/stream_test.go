@@ -349,3 +349,90 @@ func (env *eventsEnv) gauge(name string) float64 {
 	}
 	return -1
 }
+
+// TestSSEOut: a stream's queued output is written in order; runs of
+// consecutive frames of one hub block of at least minSharedWrite bytes are
+// written from the block (not copied), shorter ones and frames of different
+// blocks or with a gap between them are not joined.
+func TestSSEOut(t *testing.T) {
+	// Two blocks of frames: small (100 B) and big (minSharedWrite) ones.
+	mk := func(sizes ...int) []*hubEntry {
+		blk := &frameBlock{}
+		var hs []*hubEntry
+		for i, n := range sizes {
+			he := &hubEntry{blk: blk, off: len(blk.b)}
+			blk.b = append(blk.b, strings.Repeat(string(rune('a'+i)), n)...)
+			he.end = len(blk.b)
+			hs = append(hs, he)
+		}
+		return hs
+	}
+	big := minSharedWrite
+	a, b := mk(100, 100, big, big, 100), mk(big, 100)
+	type op struct {
+		own string    // or
+		he  *hubEntry // a shared frame
+	}
+	for _, tc := range []struct {
+		name   string
+		ops    []op
+		shared []int // per segment written: 1 if from a block, 0 if copied
+	}{
+		{"own only", []op{{own: "x"}, {own: "y"}}, []int{0}},
+		{"short run copied", []op{{own: "x"}, {he: a[0]}, {he: a[1]}, {own: "y"}}, []int{0}},
+		{"long run from the block", []op{{own: "x"}, {he: a[0]}, {he: a[1]}, {he: a[2]}, {he: a[3]}, {own: "y"}}, []int{0, 1, 0}},
+		{"gap splits a run", []op{{he: a[2]}, {he: a[4]}, {he: a[3]}}, []int{1, 0, 1}},
+		{"blocks not joined", []op{{he: a[3]}, {he: a[4]}, {he: b[0]}, {he: b[1]}}, []int{1, 1}},
+		{"own between runs", []op{{he: a[2]}, {own: "x"}, {he: a[3]}}, []int{1, 0, 1}},
+		{"nothing", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o sseOut
+			var want []byte
+			for _, op := range tc.ops {
+				if op.he != nil {
+					o.shared(op.he)
+					want = append(want, op.he.frame()...)
+				} else {
+					o.own = append(o.ownBytes(), op.own...)
+					want = append(want, op.own...)
+				}
+			}
+			o.endRun()
+			o.seal()
+			var got []byte
+			var shared []int
+			for _, s := range o.segs {
+				got = append(got, s...)
+				inBlock := 0
+				if overlaps(s, a[0].blk.b) || overlaps(s, b[0].blk.b) {
+					inBlock = 1
+				}
+				shared = append(shared, inBlock)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("written %q, want %q", got, want)
+			}
+			if !slices.Equal(shared, tc.shared) {
+				t.Fatalf("segments from a block: %v, want %v", shared, tc.shared)
+			}
+			o.reset()
+			if len(o.segs) != 0 || len(o.own) != 0 {
+				t.Fatalf("after reset: %d segments, %d own bytes", len(o.segs), len(o.own))
+			}
+		})
+	}
+}
+
+// overlaps reports whether s lies in b's array.
+func overlaps(s, b []byte) bool {
+	if len(s) == 0 || len(b) == 0 {
+		return false
+	}
+	for i := range b {
+		if &b[i] == &s[0] {
+			return true
+		}
+	}
+	return false
+}
