@@ -38,9 +38,20 @@ type Config struct {
 	// (1 MiB by default). Default 1,000,000.
 	BatchMaxBytes int
 	// Linger is how long a partition waits for more records before it sends
-	// a batch that is not full, when nothing is in flight. Default 5ms (the
-	// Java client's default since Kafka 4.0). Negative means 0.
+	// a batch that is not full, when nothing is in flight; it applies only
+	// with AlwaysLinger. Default 5ms (the Java client's default since Kafka
+	// 4.0). Negative means 0.
 	Linger time.Duration
+	// AlwaysLinger makes a partition wait Linger for more records even
+	// though the caller of Produce is waiting for their acknowledgement.
+	// By default it does not, like franz-go's ProduceSync: once a call's
+	// records are queued, the partitions they went to send what is queued
+	// at once, records of other calls included. Batches still grow with
+	// load, since what arrives while a partition's one batch is in flight
+	// forms its next batch. AlwaysLinger trades up to Linger of latency per
+	// call for fewer, larger batches when calls are sparse (less broker CPU
+	// per record).
+	AlwaysLinger bool
 	// Compression is one of the codecs kafka-go carries: kafka.Gzip,
 	// kafka.Snappy, kafka.Lz4, kafka.Zstd. Default none.
 	Compression kafka.Compression
@@ -60,6 +71,10 @@ type Config struct {
 
 	// Logger receives retries, epoch bumps and failures. Default slog.Default().
 	Logger *slog.Logger
+
+	// batchAcked, when set, is told the record count of every acknowledged
+	// batch (benchmarks report batch sizes with it; export_test.go).
+	batchAcked func(records int)
 }
 
 func (c *Config) setDefaults() {

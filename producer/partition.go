@@ -88,9 +88,16 @@ func (p *Producer) runPartition(ps *partState) {
 	}
 }
 
-// waitForRecords blocks until the partition has a batch worth sending: full,
-// or its oldest record has lingered long enough, or the producer is closing.
-// It returns false when the goroutine should exit.
+// waitForRecords blocks until the partition has a batch worth sending: any
+// record (every caller of Produce is waiting for its acknowledgement, so a
+// linger would only add to its latency); with AlwaysLinger, a full batch or
+// one whose oldest record has lingered long enough; or the producer is
+// closing. It returns false when the goroutine should exit.
+//
+// Produce queues a call's records of one partition under one lock, so when
+// this sees them, the call has queued all it has for the partition: the
+// batch taken then holds them all, plus whatever other calls queued
+// meanwhile.
 func (p *Producer) waitForRecords(ps *partState) bool {
 	var timer *time.Timer
 	defer func() {
@@ -114,7 +121,9 @@ func (p *Producer) waitForRecords(ps *partState) bool {
 			return false
 		case n == 0 && closing:
 			return false
-		case n >= p.cfg.BatchMaxRecords || bytes >= p.cfg.BatchMaxBytes || (n > 0 && closing):
+		case n > 0 && (!p.cfg.AlwaysLinger || closing):
+			return true
+		case n >= p.cfg.BatchMaxRecords || bytes >= p.cfg.BatchMaxBytes:
 			return true
 		case n > 0:
 			wait := time.Until(oldest.Add(p.cfg.Linger))
@@ -333,6 +342,9 @@ func (p *Producer) settle(ps *partState, b *batch, res sendResult) {
 		ps.seq = incrementSequence(ps.seq, b.records)
 		p.stats.records.Add(int64(b.records))
 		p.stats.batches.Add(1)
+		if p.cfg.batchAcked != nil {
+			p.cfg.batchAcked(b.records)
+		}
 		b.complete(nil)
 		return
 	}

@@ -128,7 +128,7 @@ func TestFencedEpochReinitialises(t *testing.T) {
 func TestCloseDrainsLingeringBatches(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, brokers, 2)
-	p := newTestProducer(t, Config{Brokers: brokers, Topic: topic, Linger: time.Hour})
+	p := newTestProducer(t, Config{Brokers: brokers, Topic: topic, Linger: time.Hour, AlwaysLinger: true})
 
 	errc := make(chan error, 1)
 	go func() { errc <- produceN(t, p, "x", 7) }()
@@ -161,7 +161,7 @@ func TestCloseDrainsLingeringBatches(t *testing.T) {
 func TestProduceContextEndsEarly(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, brokers, 1)
-	p := newTestProducer(t, Config{Brokers: brokers, Topic: topic, Linger: 300 * time.Millisecond})
+	p := newTestProducer(t, Config{Brokers: brokers, Topic: topic, Linger: 300 * time.Millisecond, AlwaysLinger: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	recs := []Record{{Value: []byte("late-0")}, {Value: []byte("late-1")}}
@@ -180,5 +180,37 @@ func TestProduceContextEndsEarly(t *testing.T) {
 	got := readAllRecords(t, brokers, topic, 1)
 	if len(got) != 2 || string(got[0].Value) != "late-0" {
 		t.Fatalf("log %+v", got)
+	}
+}
+
+// TestWaitingCallerDoesNotLinger: without AlwaysLinger a partition sends a
+// call's records once they are queued, whatever Linger says (the caller is
+// waiting for the acknowledgement, as with franz-go's ProduceSync); with it,
+// the same call waits out the linger.
+func TestWaitingCallerDoesNotLinger(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, brokers, 2)
+	const linger = 2 * time.Second
+	for _, tc := range []struct {
+		name         string
+		alwaysLinger bool
+		min, max     time.Duration
+	}{
+		{"default", false, 0, linger / 2},
+		{"always linger", true, linger, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestProducer(t, Config{Brokers: brokers, Topic: topic, Linger: linger, AlwaysLinger: tc.alwaysLinger})
+			if err := produceN(t, p, "warm", 1); err != nil { // connections, metadata
+				t.Fatalf("warm-up: %v", err)
+			}
+			start := time.Now()
+			if err := produceN(t, p, tc.name, 10); err != nil {
+				t.Fatalf("Produce: %v", err)
+			}
+			if d := time.Since(start); d < tc.min || d > tc.max {
+				t.Fatalf("Produce took %v, want between %v and %v", d, tc.min, tc.max)
+			}
+		})
 	}
 }
