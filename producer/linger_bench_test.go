@@ -57,7 +57,7 @@ func cpuTime() time.Duration {
 // record (the whole process's, while that side ran) and records per
 // acknowledged batch (mean and p50; the Writer's mean from its Stats).
 func BenchmarkProduceLinger(b *testing.B) {
-	const perSide = 50_000
+	const perSide = 100_000
 	brokers := testenv.Kafka(b)
 	topic := testenv.CreateTopic(b, brokers, benchPartitions)
 	keys, values := benchRecords(perSide)
