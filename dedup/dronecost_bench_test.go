@@ -145,9 +145,19 @@ func BenchmarkDroneStateCost(b *testing.B) {
 	// 100 and 500 drones: one drone hash of at most 512 fields, which Redis
 	// keeps as a listpack while every value is at most 64 bytes (the states
 	// before they kept a position) and as a hash table otherwise; 2000: a
-	// hash table either way.
-	for _, n := range []int{100, 500, 2000} {
-		b.Run(fmt.Sprintf("drones=%d", n), func(b *testing.B) {
+	// hash table either way. "tracks=off" (where the engine samples
+	// tracks at all) splits the cost of the bigger states from the
+	// tracks'.
+	for _, sh := range []struct {
+		n      int
+		tracks bool
+	}{{100, true}, {500, true}, {2000, true}, {2000, false}} {
+		n := sh.n
+		name := fmt.Sprintf("drones=%d", n)
+		if !sh.tracks {
+			name += "/tracks=off"
+		}
+		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			stats := testenv.RedisClient(b)
 			var rt roundTrips
@@ -162,6 +172,15 @@ func BenchmarkDroneStateCost(b *testing.B) {
 			e, err := alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
 			if err != nil {
 				b.Fatal(err)
+			}
+			if !sh.tracks {
+				// Asserted, not called: the file also builds in trees
+				// whose engine has no tracks.
+				st, ok := any(e).(interface{ SetTrackInterval(time.Duration) })
+				if !ok {
+					b.Skip("this engine samples no tracks")
+				}
+				st.SetTrackInterval(0)
 			}
 			gen, next := fleet(n), 0
 			var states, tracks int

@@ -8,7 +8,6 @@
 package dronestore
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -424,7 +423,7 @@ func (s *Store) Get(ctx context.Context, id string) (Detail, error) {
 		return Detail{}, fmt.Errorf("dronestore: track of %q on partition %d: %w", id, best.Partition, err)
 	}
 	for _, raw := range pts {
-		f, err := alerts.DecodeFix(bytes.TrimSpace([]byte(raw)))
+		f, err := alerts.DecodeFix([]byte(raw))
 		if err != nil {
 			return Detail{}, fmt.Errorf("dronestore: partition %d: %w", best.Partition, err)
 		}
