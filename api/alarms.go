@@ -1,12 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -18,6 +18,9 @@ import (
 // maxAckBody bounds an ack's body: a note of MaxNote bytes fits even
 // with every byte JSON-escaped (\u00XX); beyond it the answer is 413.
 const maxAckBody = 8 << 10
+
+// errNotObject refuses an ack body that is JSON but not an object.
+var errNotObject = errors.New("not a JSON object")
 
 // alarmsAPI serves /v1/alarms from the alarm index (alerts/alarmstore).
 type alarmsAPI struct {
@@ -230,8 +233,13 @@ func (a *alarmsAPI) ack(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Note *string `json:"note"`
 	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := json.Unmarshal(body, &in); err != nil {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 {
+		// An object only: json.Unmarshal takes null for an empty struct.
+		err := errNotObject
+		if trimmed[0] == '{' {
+			err = json.Unmarshal(trimmed, &in)
+		}
+		if err != nil {
 			field := "body"
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field == "note" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -262,6 +263,8 @@ func TestAlarmAck(t *testing.T) {
 		{"note not a string", e.raised[9].AlarmID, `{"note":5}`, 400, "bad_request", "note"},
 		{"not an object", e.raised[9].AlarmID, `[1]`, 400, "bad_request", "body"},
 		{"not JSON", e.raised[9].AlarmID, `note`, 400, "bad_request", "body"},
+		{"null", e.raised[9].AlarmID, `null`, 400, "bad_request", "body"},
+		{"a string", e.raised[9].AlarmID, ` "note"`, 400, "bad_request", "body"},
 		{"body too large", e.raised[9].AlarmID, `{"note":"` + strings.Repeat("x", 9000) + `"}`, 413, "too_large", ""},
 		{"unknown alarm", "0123456789abcdef0123456789abcdef", "", 404, "not_found", ""},
 	}
@@ -274,7 +277,7 @@ func TestAlarmAck(t *testing.T) {
 	if status, m := e.do("GET", "/v1/alarms/"+e.raised[9].AlarmID, ""); status != 200 || m["ack"] != nil {
 		t.Errorf("a refused ack acked: %v", m)
 	}
-	for res, want := range map[string]float64{"acked": 2, "already_acked": 1, "bad_request": 5, "not_found": 1, "error": 0} {
+	for res, want := range map[string]float64{"acked": 2, "already_acked": 1, "bad_request": 7, "not_found": 1, "error": 0} {
 		if got := ackCount(t, e.reg, res); got != want {
 			t.Errorf("nofly_api_acks_total{result=%q} = %v, want %v", res, got, want)
 		}
@@ -302,4 +305,70 @@ func ackCount(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	}
 	t.Fatalf("no nofly_api_acks_total{result=%q}", result)
 	return 0
+}
+
+// described returns the schema of the operation's parameter name (in is
+// query, header or path), or of its JSON request body when in is "body".
+func described(t *testing.T, method, path, in, name string) *openapi3.Schema {
+	t.Helper()
+	op := loadOpenAPI(t).Paths.Find(path).GetOperation(method)
+	if op == nil {
+		t.Fatalf("%s %s is not described", method, path)
+	}
+	if in == "body" {
+		return op.RequestBody.Value.Content.Get("application/json").Schema.Value
+	}
+	for _, p := range op.Parameters {
+		if p.Value.In == in && p.Value.Name == name {
+			return p.Value.Schema.Value
+		}
+	}
+	t.Fatalf("%s %s has no %s parameter %s", method, path, in, name)
+	return nil
+}
+
+// conforms says whether v (a JSON text when raw) is valid for schema.
+func conforms(t *testing.T, schema *openapi3.Schema, v any, raw bool) bool {
+	t.Helper()
+	if raw {
+		var j any
+		if err := json.Unmarshal([]byte(v.(string)), &j); err != nil {
+			return false
+		}
+		v = j
+	}
+	return schema.VisitJSON(v, openapi3.EnableJSONSchema2020()) == nil
+}
+
+// TestAckBodyAsDescribed: an ack body the description allows is accepted,
+// one it does not is refused with 400 (what schemathesis checks).
+func TestAckBodyAsDescribed(t *testing.T) {
+	e := newAlarmsEnv(t)
+	schema := described(t, "POST", "/v1/alarms/{alarm_id}/ack", "body", "")
+	tests := []struct {
+		body string
+		ok   bool
+	}{
+		{`{}`, true},
+		{`{"note":"x"}`, true},
+		{`{"note":null}`, true},
+		{`{"other":1}`, true},
+		{`{"note":5}`, false},
+		{`null`, false},
+		{`[]`, false},
+		{`"note"`, false},
+		{`3`, false},
+	}
+	for i, tt := range tests {
+		if got := conforms(t, schema, tt.body, true); got != tt.ok {
+			t.Errorf("the description says %s is valid: %v, want %v", tt.body, got, tt.ok)
+		}
+		want := 400
+		if tt.ok {
+			want = 200
+		}
+		if status, m := e.do("POST", "/v1/alarms/"+e.raised[i].AlarmID+"/ack", tt.body); status != want {
+			t.Errorf("ack %s: %d %v, want %d", tt.body, status, m, want)
+		}
+	}
 }

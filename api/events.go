@@ -136,7 +136,8 @@ func parseFilter(q url.Values) (eventFilter, *paramError) {
 		if !ok {
 			continue
 		}
-		if v == "" || len(v) > maxFilterLen || !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// Characters, as the description's maxLength counts them.
+		if v == "" || utf8.RuneCountInString(v) > maxFilterLen || !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return f, &paramError{p.name, fmt.Sprintf("must be 1 to %d characters of UTF-8 text", maxFilterLen)}
 		}
 		*p.dst = v

@@ -340,6 +340,48 @@ func TestEventsBadRequests(t *testing.T) {
 	}
 }
 
+// TestEventsFilterLength: a filter's bound is in characters, as the
+// description's maxLength, not in bytes.
+func TestEventsFilterLength(t *testing.T) {
+	t.Parallel()
+	env := newEventsEnv(t, 2, nil)
+	tests := []struct {
+		name, value string
+		status      int
+	}{
+		{"256 ASCII", strings.Repeat("x", maxFilterLen), http.StatusOK},
+		{"256 two-byte", strings.Repeat("é", maxFilterLen), http.StatusOK},
+		{"256 four-byte", strings.Repeat("😀", maxFilterLen), http.StatusOK},
+		{"257 two-byte", strings.Repeat("é", maxFilterLen+1), http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		for _, p := range []string{"zone", "drone", "category"} {
+			res, b := env.get("/v1/events?" + p + "=" + url.QueryEscape(tt.value))
+			if res.StatusCode != tt.status {
+				t.Errorf("%s %s: %s %s, want %d", tt.name, p, res.Status, b, tt.status)
+			}
+		}
+	}
+}
+
+// TestEventsFiltersAsDescribed: a filter value the description allows is
+// accepted, one it does not is refused with 400.
+func TestEventsFiltersAsDescribed(t *testing.T) {
+	t.Parallel()
+	env := newEventsEnv(t, 2, nil)
+	values := []string{"a", "UAV-0042", "é", strings.Repeat("é", maxFilterLen), strings.Repeat("x", maxFilterLen+1),
+		"\rj+5", "a\x7fb", "tab\there", " spaced "}
+	for _, p := range []string{"zone", "drone", "category"} {
+		schema := described(t, "GET", "/v1/events", "query", p)
+		for _, v := range values {
+			res, b := env.get("/v1/events?" + p + "=" + url.QueryEscape(v))
+			if desc := conforms(t, schema, v, false); desc != (res.StatusCode == http.StatusOK) {
+				t.Errorf("%s=%q: the description allows it: %v, the server: %s %s", p, v, desc, res.Status, b)
+			}
+		}
+	}
+}
+
 // TestEventsGone: a cursor after which entries were trimmed gets 410, on
 // both routes; one at or past the trim point does not.
 func TestEventsGone(t *testing.T) {

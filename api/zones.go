@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -41,8 +42,23 @@ func (s *Server) mountZones(r chi.Router) {
 	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones", z.putSet)
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/history", z.history)
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/{id}", z.get)
-	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones/{id}", z.putFeature)
-	r.With(s.zoneRole(RoleAdmin)).Delete("/v1/zones/{id}", z.delete)
+	r.With(notHistory, s.zoneRole(RoleAdmin)).Put("/v1/zones/{id}", z.putFeature)
+	r.With(notHistory, s.zoneRole(RoleAdmin)).Delete("/v1/zones/{id}", z.delete)
+}
+
+// notHistory answers PUT and DELETE /v1/zones/history 405 (Allow: GET):
+// chi routes them to /v1/zones/{id} with the id "history", but the path is
+// the history's (a concrete path wins over a template, as OpenAPI matches
+// them), and GET could not read such a zone back.
+func notHistory(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if chi.URLParam(r, "id") == "history" {
+			w.Header().Set("Allow", http.MethodGet)
+			zoneError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path, nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // zoneRole is the role check of a zone route (H1's require once it lands).
@@ -111,19 +127,27 @@ type ZoneChange struct {
 	Warnings        []geofence.Problem `json:"warnings"`
 }
 
+// ifMatchSyntax is the If-Match the description allows: a version, bare,
+// quoted or weak (5, "5", W/"5"), of at most 18 digits so that it fits an
+// int64.
+var ifMatchSyntax = regexp.MustCompile(`^(?:W/)?(?:"([0-9]{1,18})"|([0-9]{1,18}))$`)
+
 // ifMatch reads If-Match: a version, quoted or not (ETag); absent is -1.
+// An empty or repeated one is not a version.
 func ifMatch(r *http.Request) (int64, bool) {
-	h := strings.TrimSpace(r.Header.Get("If-Match"))
-	if h == "" {
+	vs, ok := r.Header["If-Match"]
+	if !ok {
 		return -1, true
 	}
-	h = strings.TrimPrefix(h, "W/")
-	h = strings.Trim(h, `"`)
-	v, err := strconv.ParseInt(h, 10, 64)
-	if err != nil || v < 0 {
+	if len(vs) != 1 {
 		return 0, false
 	}
-	return v, true
+	m := ifMatchSyntax.FindStringSubmatch(strings.TrimSpace(vs[0]))
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(m[1]+m[2], 10, 64)
+	return v, err == nil
 }
 
 // change applies edit to the current set and stores the result as the next
@@ -240,7 +264,8 @@ type apiError struct {
 	details map[string]any
 }
 
-// readBody reads a request body of at most limit bytes.
+// readBody reads a request body of at most limit bytes; an empty one is
+// refused (a change needs its zones), before If-Match is looked at.
 func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
@@ -249,11 +274,29 @@ func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
 	if int64(len(b)) > limit {
 		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", limit), map[string]any{"field": "body", "limit": limit}}
 	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, &apiError{http.StatusBadRequest, "bad_request", "body: required (the zones, as JSON)", map[string]any{"field": "body"}}
+	}
 	return b, nil
+}
+
+// jsonShape refuses, before If-Match is looked at, a body that is not
+// JSON or whose top value is not of one of the kinds ('{' object, '['
+// array) the route takes: the description's 400, not a 412 for a body
+// that could never apply.
+func jsonShape(b []byte, kinds, what string) *apiError {
+	t := bytes.TrimSpace(b)
+	if !json.Valid(t) || !strings.ContainsRune(kinds, rune(t[0])) {
+		return &apiError{http.StatusBadRequest, "bad_request", "body: must be " + what, map[string]any{"field": "body"}}
+	}
+	return nil
 }
 
 func (z *zonesAPI) putSet(w http.ResponseWriter, r *http.Request) {
 	b, aerr := readBody(r, maxZoneSetBody)
+	if aerr == nil {
+		aerr = jsonShape(b, "{[", "a zone set: a JSON object (GeoJSON, ED-318 or ED-269) or array (ED-269)")
+	}
 	if aerr != nil {
 		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
 		return
@@ -275,6 +318,9 @@ func idKey(format string) (outer, key string) {
 func (z *zonesAPI) putFeature(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	b, aerr := readBody(r, maxFeatureBody)
+	if aerr == nil {
+		aerr = jsonShape(b, "{", "one zone feature (a JSON object, a GeoJSON Feature for a GeoJSON or ED-318 set)")
+	}
 	if aerr != nil {
 		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
 		return

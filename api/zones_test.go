@@ -81,6 +81,7 @@ func TestZonesAPI(t *testing.T) {
 		etag                     string   // ETag wanted ("" = none checked)
 		has                      []string // strings the raw answer must hold
 		field                    string   // details.field of an error
+		allow                    string   // a 405's Allow
 		version                  int64    // the store's version after the step
 		ids                      string   // the zone ids after the step
 	}{
@@ -110,6 +111,18 @@ func TestZonesAPI(t *testing.T) {
 		{name: "not JSON", method: "PUT", path: "/v1/zones", body: `{"type":`, status: 400, version: 4, ids: "[A C]"},
 		{name: "an ED-269 set", method: "PUT", path: "/v1/zones", body: string(ed269), hdr: []string{"If-Match", "4"}, status: 200, etag: `"5"`, has: []string{`"format":"ed269"`}, version: 5},
 		{name: "ED-269 served as a FeatureCollection", method: "GET", path: "/v1/zones", status: 200, etag: `"5"`, has: []string{`"type":"FeatureCollection"`, `"version":5`, `"identifier"`}, version: 5},
+		{name: "not JSON, stale If-Match", method: "PUT", path: "/v1/zones", body: `{"type":`, hdr: []string{"If-Match", "0"}, status: 400, field: "body", version: 5},
+		{name: "a string set, stale If-Match", method: "PUT", path: "/v1/zones", body: `"zones"`, hdr: []string{"If-Match", "0"}, status: 400, field: "body", version: 5},
+		{name: "an array set, stale If-Match", method: "PUT", path: "/v1/zones", body: `[null, null]`, hdr: []string{"If-Match", "0"}, status: 412, version: 5},
+		{name: "an array feature, stale If-Match", method: "PUT", path: "/v1/zones/X", body: `[null, null]`, hdr: []string{"If-Match", "0"}, status: 400, field: "body", version: 5},
+		{name: "no body, stale If-Match", method: "PUT", path: "/v1/zones", hdr: []string{"If-Match", "0"}, status: 400, field: "body", version: 5},
+		{name: "blank feature body", method: "PUT", path: "/v1/zones/X", body: " \n", status: 400, field: "body", version: 5},
+		{name: "empty If-Match", method: "PUT", path: "/v1/zones/X", body: feature("X", 7.3), hdr: []string{"If-Match", ""}, status: 400, field: "If-Match", version: 5},
+		{name: "bad weak If-Match", method: "DELETE", path: "/v1/zones/X", hdr: []string{"If-Match", `W/"xj\Syox"`}, status: 400, field: "If-Match", version: 5},
+		{name: "If-Match past int64", method: "DELETE", path: "/v1/zones/X", hdr: []string{"If-Match", "99999999999999999999"}, status: 400, field: "If-Match", version: 5},
+		{name: "no zone history to put", method: "PUT", path: "/v1/zones/history", body: strings.Replace(feature("C", 7.2), `"id":"C",`, ``, 1),
+			status: 405, allow: "GET", version: 5},
+		{name: "no zone history to delete", method: "DELETE", path: "/v1/zones/history", status: 405, allow: "GET", version: 5},
 		{name: "history", method: "GET", path: "/v1/zones/history", status: 200, etag: `"5"`,
 			has: []string{`"current_version":5`, `"topic":"telemetry.positions"`, `"switches":{"0":[],"1":[]}`, `"by":"anonymous"`}, version: 5},
 	}
@@ -117,6 +130,9 @@ func TestZonesAPI(t *testing.T) {
 		a := do(t, srv, st.method, st.path, st.body, st.hdr...)
 		if a.status != st.status {
 			t.Fatalf("%s: status %d, want %d: %s", st.name, a.status, st.status, a.raw)
+		}
+		if st.allow != "" && a.header.Get("Allow") != st.allow {
+			t.Errorf("%s: Allow %q, want %q", st.name, a.header.Get("Allow"), st.allow)
 		}
 		if st.etag != "" && a.header.Get("ETag") != st.etag {
 			t.Errorf("%s: ETag %q, want %q", st.name, a.header.Get("ETag"), st.etag)
@@ -204,5 +220,106 @@ func TestZonesConcurrentChanges(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("%d deletes on If-Match %d landed, want 1", won, v)
+	}
+}
+
+// TestIfMatch: the If-Match forms the description allows (a version, bare,
+// quoted or weak, of at most 18 digits) and nothing else.
+func TestIfMatch(t *testing.T) {
+	tests := []struct {
+		h    string
+		want int64
+		ok   bool
+	}{
+		{"", -1, true},
+		{"5", 5, true},
+		{`"5"`, 5, true},
+		{`W/"5"`, 5, true},
+		{"W/5", 5, true},
+		{" 7 ", 7, true},
+		{"999999999999999999", 999999999999999999, true},
+		{"9999999999999999999", 0, false},
+		{`"5`, 0, false},
+		{`""5""`, 0, false},
+		{"+5", 0, false},
+		{"-0", 0, false},
+		{"five", 0, false},
+		{`W/"xj\Syox"`, 0, false},
+		{"*", 0, false},
+		{"present, empty", 0, false},
+		{`"1", "2"`, 0, false},
+		{"repeated", 0, false},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("PUT", "/v1/zones", nil)
+		switch tt.h {
+		case "":
+		case "present, empty":
+			r.Header["If-Match"] = []string{""}
+		case "repeated":
+			r.Header["If-Match"] = []string{"1", "1"}
+		default:
+			r.Header.Set("If-Match", tt.h)
+		}
+		got, ok := ifMatch(r)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("If-Match %q = %d, %v, want %d, %v", tt.h, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestIfMatchAsDescribed: the description's If-Match pattern allows
+// exactly what the server reads as a version, on every zone change.
+func TestIfMatchAsDescribed(t *testing.T) {
+	values := []string{"5", `"5"`, `W/"5"`, "W/5", "0", "999999999999999999", "9999999999999999999",
+		`"5`, `""5""`, "+5", "-0", "five", `W/"xj\Syox"`, "*", `"1", "2"`, "", "5 6"}
+	for _, op := range [][2]string{{"PUT", "/v1/zones"}, {"PUT", "/v1/zones/{id}"}, {"DELETE", "/v1/zones/{id}"}} {
+		schema := described(t, op[0], op[1], "header", "If-Match")
+		for _, v := range values {
+			r := httptest.NewRequest(op[0], "/v1/zones", nil)
+			r.Header["If-Match"] = []string{v}
+			_, ok := ifMatch(r)
+			if desc := conforms(t, schema, v, false); desc != ok {
+				t.Errorf("%s %s: If-Match %q: the description allows it: %v, the server: %v", op[0], op[1], v, desc, ok)
+			}
+		}
+	}
+}
+
+// TestZoneSetBodyAsDescribed: the zone set bodies the server takes (an
+// ED-269 list may be a bare array) are ones the description allows, and
+// the shapes it refuses before loading are ones it does not.
+func TestZoneSetBodyAsDescribed(t *testing.T) {
+	srv, _, _ := zoneServer(t)
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "testdata/zones/ed269/nofly_eurocontrol_uas_zones.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ed269 struct {
+		UASZones json.RawMessage `json:"uas_zones"`
+	}
+	if err := json.Unmarshal(b, &ed269); err != nil {
+		t.Fatal(err)
+	}
+	schema := described(t, "PUT", "/v1/zones", "body", "")
+	tests := []struct {
+		name, body string
+		status     int
+	}{
+		{"GeoJSON", collection(feature("A", 7)), 200},
+		{"ED-269 object", string(b), 200},
+		{"ED-269 array", string(ed269.UASZones), 200},
+		{"a string", `"zones"`, 400},
+		{"a number", `5`, 400},
+		{"null", `null`, 400},
+	}
+	for _, tt := range tests {
+		a := do(t, srv, "PUT", "/v1/zones", tt.body)
+		if a.status != tt.status {
+			t.Errorf("%s: %d %s, want %d", tt.name, a.status, a.raw, tt.status)
+		}
+		if desc := conforms(t, schema, tt.body, true); desc != (tt.status == 200) {
+			t.Errorf("%s: the description allows it: %v, want %v", tt.name, desc, tt.status == 200)
+		}
 	}
 }
