@@ -2,7 +2,8 @@
 # The project's one test command (README: `make test`; CI: .ci/run).
 # Installs and starts Redis and Kafka, then runs go vet, every test with the
 # race detector against those real services, schemathesis against a live
-# ingest (scripts/schemathesis.sh), and each fuzz target for FUZZTIME (20s
+# ingest and a live alerter (scripts/schemathesis.sh,
+# scripts/schemathesis-alerter.sh), and each fuzz target for FUZZTIME (20s
 # by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ echo "== go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
 echo "== schemathesis: a live ingest against cmd/ingest/openapi.yaml"
 bash scripts/schemathesis.sh
+echo "== schemathesis: a live alerter against its merged API description"
+bash scripts/schemathesis-alerter.sh
 
 echo "== fuzz targets, ${FUZZTIME} each"
 fuzzlog=$(mktemp)

@@ -25,15 +25,41 @@ still applies to such a request.
 
 NOFLY_ST_SKEW_AHEAD is the bound in seconds, as the script starts ingest
 with it.
+
+And for the alert API's description (scripts/schemathesis-alerter.sh):
+
+- Identifiers. Generated alarm ids and zone ids name nothing; map_case puts
+  a real one (NOFLY_ST_ALARM_IDS, NOFLY_ST_ZONE_IDS) in three in four
+  positive requests, so GET, ack, PUT and DELETE reach their 200s too.
+- Cursors are opaque: only one the API handed out is one. map_case puts a
+  cursor of the route seen in an answer (after_call collects them) in
+  three in four, and
+  filter_failure excuses the 400 naming cursor (or after) only when the
+  cursor sent is not one handed out.
+- If-Match is a version, and a change against any other than the current
+  one gets 412. map_case puts the current version (the latest ETag seen) in
+  three in four; filter_failure excuses a 412 only when it names the
+  If-Match sent and a different current version.
+- Zone changes are validated whole, as the alerter loads zones: a schema
+  can say "an object", not "a loadable zone set". map_case sends the
+  scenario set (NOFLY_ST_ZONES) less one zone, or a valid feature, in three
+  in four positive PUTs; those must be accepted. filter_failure excuses
+  invalid_zones for the other, generated bodies only, a feature whose id
+  is not the path's (refused, as the description says), and a DELETE that
+  would leave no zone (the alerter runs without --allow-empty-zones).
+- GET /v1/alarms refuses an until before since (400), as its description
+  says; filter_failure excuses that 400 when the times are so.
 """
 
 import datetime
 import json
 import os
 import re
+import threading
 import zlib
 
 import schemathesis
+from schemathesis.core.parameters import ParameterLocation
 
 UTC = datetime.timezone.utc
 SKEW_AHEAD = datetime.timedelta(seconds=float(os.environ.get("NOFLY_ST_SKEW_AHEAD", "600")))
@@ -167,11 +193,9 @@ def map_body(path, body):
     return body
 
 
-@schemathesis.hook
-def map_case(context, case):
+def map_ingest_case(case):
     if isinstance(case.body, (dict, list)):
         case.body = map_body(case.operation.path, case.body)
-    return case
 
 
 PATH_TOKEN = re.compile(r"\[(\d+)\]|\.?([A-Za-z_][A-Za-z0-9_]*)")
@@ -271,8 +295,7 @@ def positions_left_out(path, body):
     return all(out)
 
 
-@schemathesis.hook
-def filter_failure(context, failure, case, response):
+def keep_ingest_failure(failure, case, response):
     """Keep every failure but a schema-valid request refused with 400 for a
     reason the description states in prose, the reason checked."""
     if failure.code != "ST202" or response.status_code != 400:
@@ -293,3 +316,181 @@ def filter_failure(context, failure, case, response):
         if t is None or not out_of_bounds(t, path != "/v1/telemetry"):
             return True
     return False
+
+
+# The alert API (scripts/schemathesis-alerter.sh).
+
+
+def env_list(name):
+    return [v for v in os.environ.get(name, "").split(",") if v]
+
+
+ALARM_IDS = env_list("NOFLY_ST_ALARM_IDS")
+ZONE_IDS = env_list("NOFLY_ST_ZONE_IDS")
+ZONE_SET = None
+if os.environ.get("NOFLY_ST_ZONES"):
+    with open(os.environ["NOFLY_ST_ZONES"]) as f:
+        ZONE_SET = json.load(f)
+CURSOR_PARAMS = {"/v1/alarms": "cursor", "/v1/drones": "cursor", "/v1/events": "after"}
+ZONE_CHANGES = {("PUT", "/v1/zones"), ("PUT", "/v1/zones/{id}"), ("DELETE", "/v1/zones/{id}")}
+
+lock = threading.Lock()
+# Every cursor an answer handed out, by route: one route's cursor is not
+# another's. NOFLY_ST_CURSORS holds route=cursor pairs to start from.
+cursors = {p: set() for p in CURSOR_PARAMS}
+for pair in env_list("NOFLY_ST_CURSORS"):
+    route, _, c = pair.partition("=")
+    if route in cursors and c:
+        cursors[route].add(c)
+zone_version = [int(os.environ.get("NOFLY_ST_ZONE_VERSION", "1"))]  # the latest ETag seen
+made = set()  # the ids of the cases whose zone body map_case made (valid ones)
+
+
+def positive(case, location):
+    """Whether case's location was generated to fit the schema."""
+    meta = case.meta
+    comp = meta.components.get(location) if meta is not None else None
+    return comp is None or not comp.mode.is_negative
+
+
+def chosen(salt, options):
+    """One of options, or None one time in four, by a hash of salt (a seed replays)."""
+    h = zlib.crc32(json.dumps(salt, sort_keys=True, default=repr).encode())
+    if not options or h % 4 == 0:
+        return None
+    return options[(h // 4) % len(options)]
+
+
+def valid_feature(zone_id, salt):
+    """A loadable GeoJSON zone: a 500 m circle near the scenario's zones."""
+    h = zlib.crc32(json.dumps(salt, sort_keys=True, default=repr).encode())
+    props = {"name": "schemathesis " + zone_id, "category": "warning", "radius_m": 500}
+    if h % 2:
+        props["id"] = zone_id  # else it takes the path's
+    return {"type": "Feature", "geometry": {"type": "Point", "coordinates": [-0.30 - (h % 50) / 1000, 51.55]},
+            "properties": props}
+
+
+def map_alerter_case(case):
+    op = (case.method.upper(), case.operation.path)
+    pp = case.path_parameters or {}
+    if "alarm_id" in pp and positive(case, ParameterLocation.PATH):
+        pp["alarm_id"] = chosen(["alarm", pp["alarm_id"]], ALARM_IDS) or pp["alarm_id"]
+    if case.operation.path == "/v1/zones/{id}" and "id" in pp and positive(case, ParameterLocation.PATH):
+        pp["id"] = chosen(["zone", case.method, pp["id"]], ZONE_IDS) or pp["id"]
+    name = CURSOR_PARAMS.get(case.operation.path)
+    if name and isinstance(case.query, dict) and name in case.query and positive(case, ParameterLocation.QUERY):
+        with lock:
+            seen = sorted(cursors[case.operation.path])
+        case.query[name] = chosen(["cursor", case.query[name]], seen) or case.query[name]
+    if op not in ZONE_CHANGES:
+        return
+    if case.headers is not None and "If-Match" in case.headers and positive(case, ParameterLocation.HEADER):
+        with lock:
+            v = zone_version[0]
+        forms = [str(v), '"%d"' % v, 'W/"%d"' % v]
+        case.headers["If-Match"] = chosen(["if-match", case.headers["If-Match"]], forms) or case.headers["If-Match"]
+    if op[0] == "PUT" and isinstance(case.body, dict) and positive(case, ParameterLocation.BODY):
+        salt = ["body", case.body]
+        if chosen(salt, [True]) is None:
+            return  # left generated: refused as invalid_zones (excused)
+        if op[1] == "/v1/zones" and ZONE_SET is not None:
+            # The scenario set less one zone: each such PUT changes the set.
+            feats = ZONE_SET["features"]
+            drop = zlib.crc32(json.dumps(salt, sort_keys=True, default=repr).encode()) % len(feats)
+            case.body = {**ZONE_SET, "features": feats[:drop] + feats[drop + 1:]}
+        elif op[1] == "/v1/zones/{id}":
+            case.body = valid_feature(pp["id"], salt)
+        else:
+            return
+        made.add(case.id)
+
+
+@schemathesis.hook
+def map_case(context, case):
+    if case.operation.path.startswith("/v1/telemetry"):
+        map_ingest_case(case)
+    else:
+        map_alerter_case(case)
+    return case
+
+
+def answer_of(response):
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    """Collect the cursors and the zone version the answers hand out."""
+    path = case.operation.path
+    if path.startswith("/v1/zones") and response.status_code in (200, 412):
+        m = re.fullmatch(r'"(\d+)"', response.headers.get("etag", [""])[0])
+        if m:
+            with lock:
+                zone_version[0] = int(m.group(1))
+    if response.status_code != 200:
+        return
+    found = []
+    if path == "/v1/events":
+        for line in response.content.splitlines()[-1:]:  # the last line's cursor is past them all
+            try:
+                v = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(v, dict) and isinstance(v.get("cursor"), str):
+                found.append(v["cursor"])
+    elif path in CURSOR_PARAMS:
+        v = answer_of(response)
+        if isinstance(v, dict) and isinstance(v.get("next_cursor"), str):
+            found.append(v["next_cursor"])
+    if found:
+        with lock:
+            cursors[path].update(found)
+
+
+def parse_if_match(h):
+    m = re.fullmatch(r'(?:W/)?(?:"(\d{1,18})"|(\d{1,18}))', (h or "").strip())
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def keep_alerter_failure(failure, case, response):
+    """Keep every failure but a schema-valid request refused for a reason
+    the description states in prose, the reason checked."""
+    if failure.code != "ST202":
+        return True
+    answer = answer_of(response)
+    if not isinstance(answer, dict) or not isinstance(answer.get("details"), dict):
+        return True
+    code, details = answer.get("code"), answer["details"]
+    op = (case.method.upper(), case.operation.path)
+    name = CURSOR_PARAMS.get(case.operation.path)
+    if response.status_code == 400 and name and details.get("field") == name:
+        with lock:
+            return (case.query or {}).get(name) in cursors[case.operation.path]
+    if response.status_code == 400 and op == ("GET", "/v1/alarms") and details.get("field") == "until":
+        # "not before since", in the parameter's description.
+        since, until = (parse_time((case.query or {}).get(k)) for k in ("since", "until"))
+        return not (since is not None and until is not None and until < since)
+    if response.status_code == 412 and op in ZONE_CHANGES and code == "version_mismatch":
+        sent = parse_if_match((case.headers or {}).get("If-Match"))
+        return not (sent is not None and details.get("if_match") == sent and details.get("current_version") != sent)
+    if response.status_code == 400 and op in ZONE_CHANGES:
+        if code == "invalid_zones" and op[0] == "PUT":
+            return case.id in made
+        if code == "invalid_zones" and op[0] == "DELETE":
+            return details.get("field") != "features"
+        if op == ("PUT", "/v1/zones/{id}") and details.get("field") == "properties.id":
+            props = case.body.get("properties") if isinstance(case.body, dict) else None
+            given = props.get("id") if isinstance(props, dict) else None
+            return not (isinstance(given, str) and given != case.path_parameters.get("id"))
+    return True
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response):
+    if case.operation.path.startswith("/v1/telemetry"):
+        return keep_ingest_failure(failure, case, response)
+    return keep_alerter_failure(failure, case, response)
