@@ -186,6 +186,32 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestAllow: a 405's Allow lists the methods of the most specific route
+// that matches the path, as OpenAPI matches paths: /v1/zones/history is
+// GET only, though /v1/zones/{id} would match it for PUT and DELETE.
+func TestAllow(t *testing.T) {
+	e := newAuthEnv(t, nil)
+	tests := []struct{ method, path, allow string }{
+		{"OPTIONS", "/v1/zones/history", "GET"},
+		{"PATCH", "/v1/zones/history", "GET"},
+		{"OPTIONS", "/v1/zones/Z1", "GET, PUT, DELETE"},
+		{"POST", "/v1/zones", "GET, PUT"},
+		{"GET", "/v1/alarms/A1/ack", "POST"},
+		{"OPTIONS", "/v1/alarms", "GET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			a := e.do(t, tt.method, tt.path, testTokens["admin"], "")
+			if a.code != 405 || a.body.Code != "method_not_allowed" {
+				t.Fatalf("%d %q, want 405: %s", a.code, a.body.Code, a.raw)
+			}
+			if got := a.hdr.Get("Allow"); got != tt.allow {
+				t.Errorf("Allow %q, want %q", got, tt.allow)
+			}
+		})
+	}
+}
+
 // TestUnauthenticated: without tokens every request is anonymous admin.
 func TestUnauthenticated(t *testing.T) {
 	e := newAuthEnv(t, func(o *Options) { o.Tokens = nil })

@@ -2,8 +2,8 @@ package api
 
 import (
 	"errors"
-	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +45,12 @@ func badDroneParam(w http.ResponseWriter, field, msg string) {
 	writeError(w, http.StatusBadRequest, "bad_request", field+": "+msg, map[string]any{"field": field})
 }
 
+// decimal is a bbox number as the description's pattern has it: plain
+// decimal, no exponent, sign "+", hex or spaces, which ParseFloat would
+// take. With the ranges Check applies it accepts exactly the pattern's
+// strings (TestBBoxAsDescribed).
+var decimal = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
 // parseBBox parses minLon,minLat,maxLon,maxLat.
 func parseBBox(v string) (dronestore.BBox, error) {
 	parts := strings.Split(v, ",")
@@ -53,9 +59,9 @@ func parseBBox(v string) (dronestore.BBox, error) {
 	}
 	var f [4]float64
 	for i, p := range parts {
-		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return dronestore.BBox{}, errors.New("must be minLon,minLat,maxLon,maxLat (4 numbers); " + strconv.Quote(p) + " is not a number")
+		x, err := strconv.ParseFloat(p, 64)
+		if !decimal.MatchString(p) || err != nil {
+			return dronestore.BBox{}, errors.New("must be minLon,minLat,maxLon,maxLat (4 plain decimal numbers, like -0.45); " + strconv.Quote(p) + " is not one")
 		}
 		f[i] = x
 	}

@@ -100,7 +100,7 @@ func TestDronesList(t *testing.T) {
 	}{
 		{"all", "", []string{"A", "B", "C", "L", "T"}},
 		{"bbox around POLY (C's newer state is outside)", "bbox=-0.5,51.46,-0.48,51.5", []string{"B"}},
-		{"bbox with spaces", "bbox=" + url.QueryEscape("-0.5, 51.46, -0.48, 51.5"), []string{"B"}},
+		{"bbox with leading zeros", "bbox=-000.5,051.46,-0.480,51.5", []string{"B"}},
 		{"bbox of the world: L's position is unknown", "bbox=-180,-90,180,90", []string{"A", "B", "C", "T"}},
 		{"active_since", "active_since=" + e.base.Add(40*time.Second).Format(time.RFC3339), []string{"C", "T"}},
 		{"active_since with offset", "active_since=" + url.QueryEscape("2026-12-02T10:00:30+01:00"), []string{"B", "C", "T"}},
@@ -227,6 +227,8 @@ func TestDronesErrors(t *testing.T) {
 		{"bbox latitude out of range", "/v1/drones?bbox=0,0,1,91", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"bbox minLat above maxLat", "/v1/drones?bbox=-0.6,51.6,-0.3,51.4", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"bbox minLon above maxLon", "/v1/drones?bbox=1,0,0,1", testTokens["viewer"], 400, "bad_request", "bbox"},
+		{"bbox with spaces", "/v1/drones?bbox=" + url.QueryEscape("-0.5, 51.46, -0.48, 51.5"), testTokens["viewer"], 400, "bad_request", "bbox"},
+		{"bbox with an exponent", "/v1/drones?bbox=-5e-1,51,0,52", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"bbox empty", "/v1/drones?bbox=", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"active_since not a time", "/v1/drones?active_since=yesterday", testTokens["viewer"], 400, "bad_request", "active_since"},
 		{"active_since without zone", "/v1/drones?active_since=2026-12-02T09:00:00", testTokens["viewer"], 400, "bad_request", "active_since"},
@@ -252,5 +254,30 @@ func TestDronesErrors(t *testing.T) {
 				t.Errorf("404 details %v, want drone_id", a.body.Details)
 			}
 		})
+	}
+}
+
+// TestBBoxAsDescribed: a bbox the description's pattern allows is accepted
+// when each min is not above its max (what the pattern cannot say), and one
+// it does not allow is refused with 400 naming bbox.
+func TestBBoxAsDescribed(t *testing.T) {
+	e := newDronesEnv(t)
+	schema := described(t, "GET", "/v1/drones", "query", "bbox")
+	values := []string{
+		"-0.6,51.4,-0.3,51.6", "-180,-90,180,90", "-180.000,-90.0,180.0,90.00", "0,0,0,0", "-0,-0,0,0",
+		"007,08,0180,090", "179.999999,89.9999,180,90", "1.5,2.25,3.125,4.0625",
+		"-180.1,0,0,1", "0,0,180.0001,1", "0,-90.5,1,1", "0,0,1,91", "0,0,1,1000",
+		"1e0,0,2,1", "+1,0,2,1", "0x1p0,0,2,1", ".5,0,1,1", "1.,0,2,1", "1_0,0,20,1",
+		" 1,0,2,1", "1,0,2,1 ", "1,,2,1", "1,0,2", "1,0,2,1,5", "NaN,0,1,1", "Inf,0,1,1", "١,0,2,1",
+	}
+	for _, v := range values {
+		a := e.do(t, "GET", "/v1/drones?bbox="+url.QueryEscape(v), testTokens["viewer"], "")
+		desc := conforms(t, schema, v, false)
+		if desc != (a.code == 200) {
+			t.Errorf("bbox=%q: the description allows it: %v, the server: %d %s", v, desc, a.code, a.raw)
+		}
+		if a.code != 200 && (a.code != 400 || a.body.Details["field"] != "bbox") {
+			t.Errorf("bbox=%q: %d %s, want 400 naming bbox", v, a.code, a.raw)
+		}
 	}
 }

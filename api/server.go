@@ -151,14 +151,27 @@ func (s *Server) require(role Role) func(http.Handler) http.Handler {
 	}
 }
 
-// allowed is the methods r's path is routed for (a 405's Allow).
+// allowed is the methods r's path is routed for (a 405's Allow): only
+// those of the most specific pattern that matches it, as OpenAPI matches
+// paths, so /v1/zones/history (GET) does not borrow PUT and DELETE from
+// /v1/zones/{id}.
 func allowed(r *http.Request) []string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || rc.Routes == nil {
+		return nil
+	}
 	var ms []string
-	if rc := chi.RouteContext(r.Context()); rc != nil && rc.Routes != nil {
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-			if rc.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
-				ms = append(ms, m)
-			}
+	best := -1 // the fewest path parameters among the matching patterns
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		p := rc.Routes.Find(chi.NewRouteContext(), m, r.URL.Path)
+		if p == "" {
+			continue
+		}
+		switch n := strings.Count(p, "{"); {
+		case best < 0 || n < best:
+			best, ms = n, []string{m}
+		case n == best:
+			ms = append(ms, m)
 		}
 	}
 	return ms
