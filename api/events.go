@@ -45,7 +45,11 @@ const (
 )
 
 // mountEvents adds the /v1/events routes.
-func (s *Server) mountEvents(r chi.Router) { newEventsAPI(s).mount(r) }
+func (s *Server) mountEvents(r chi.Router) *eventsAPI {
+	e := newEventsAPI(s)
+	e.mount(r)
+	return e
+}
 
 func (e *eventsAPI) mount(r chi.Router) {
 	r.With(e.s.eventsRole(RoleViewer)).Get("/v1/events", e.s.handleEvents)

@@ -89,6 +89,12 @@ type Options struct {
 	// DefaultZoneSetBodyLimit).
 	BodyLimit  int64
 	BodyLimits map[string]int64
+
+	// Dashboard, when set, is served at / and at each of DashboardFiles
+	// (top-level file names, folders ending in "/"), open like /healthz:
+	// the page holds no data, its API calls carry the token.
+	Dashboard      http.Handler
+	DashboardFiles []string
 }
 
 // Server is the HTTP alert API.
@@ -193,10 +199,12 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path, nil)
 	})
 	s.mountOps(r)
+	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody)
 		s.mountAlarms(r)
-		s.mountEvents(r)
+		ev := s.mountEvents(r)
+		s.mountMap(r, ev)
 		s.mountZones(r)
 		s.mountDrones(r)
 	})

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's one test command (README: `make test`; CI: .ci/run).
-# Installs and starts Redis and Kafka, then runs go vet, every test with the
+# Installs and starts Redis and Kafka (and Debian's chromium for the
+# dashboard's browser tests), then runs go vet, every test with the
 # race detector against those real services, schemathesis against a live
 # ingest and a live alerter (scripts/schemathesis.sh,
 # scripts/schemathesis-alerter.sh), and each fuzz target for FUZZTIME (20s
@@ -10,6 +11,8 @@ cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-20s}
 
 bash scripts/services.sh start
+# The dashboard's browser tests (dashboard/browser_test.go) need chromium.
+bash scripts/chromium.sh install
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -49,4 +52,5 @@ while IFS=: read -r file name; do
     fi
   fi
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed -E 's/^\.\///; s/:func /:/' | sort -u)
+echo "== dashboard screenshots of the browser tests: ${NOFLY_ARTIFACTS:-$PWD/.artifacts}/dashboard"
 echo "== all tests passed"

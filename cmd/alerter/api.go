@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/api"
+	"github.com/nofly-dev/nofly/dashboard"
 )
 
 // apiAuth is how the API authenticates, from --api-tokens and --http: the
@@ -89,6 +90,7 @@ func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *
 		Tokens:        auth.tokens, Off: auth.off,
 		CORSOrigins:  cfg.APICORSOrigins,
 		RatePerToken: cfg.APIRatePerToken, RatePerAddr: cfg.APIRatePerAddr,
+		Dashboard: dashboard.Handler(), DashboardFiles: dashboard.Files(),
 	})
 	if err != nil {
 		_ = rdb.Close()

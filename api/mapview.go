@@ -1,0 +1,394 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/nofly-dev/nofly/alerts/dronestore"
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/geofence/zonestore"
+)
+
+// The map views the dashboard draws from (package dashboard): the caller's
+// role, the zone set in force as parsed (one GeoJSON feature per volume,
+// whatever the stored format), and a coalesced stream of drone positions.
+
+// Defaults of the positions stream.
+const (
+	// positionsEvery is the stream's tick: at most one update per drone
+	// per tick, whatever the telemetry rate.
+	positionsEvery = time.Second
+	// positionsWindow is how far back a drone's last position may be for
+	// the stream to send it (the dashboard's track length).
+	positionsWindow = 2 * time.Minute
+	// positionsIdle is the longest gap between two frames.
+	positionsIdle = 5 * time.Second
+)
+
+type mapAPI struct {
+	s      *Server
+	ev     *eventsAPI // its shutdown ends the positions streams too
+	zones  *zonestore.Store
+	drones *dronestore.Store
+	every  time.Duration
+
+	mu     sync.Mutex
+	cached mapZones // the drawing of the version last asked for
+}
+
+// mapZones is one zone set version drawn, encoded once.
+type mapZones struct {
+	version int64
+	body    []byte
+}
+
+func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
+	st, err := dronestore.New(dronestore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic, Partitions: s.o.Partitions})
+	if err != nil {
+		panic(err) // New checked the same Options
+	}
+	m := &mapAPI{s: s, ev: ev, drones: st, every: positionsEvery,
+		zones:  zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now}),
+		cached: mapZones{version: -1}}
+	r.With(s.require(RoleViewer)).Get("/v1/me", m.me)
+	r.With(s.require(RoleViewer)).Get("/v1/map/zones", m.zonesView)
+	r.With(s.require(RoleViewer)).Get("/v1/map/positions", m.positions)
+}
+
+// me is GET /v1/me: who the token is, so a page can offer only what its
+// role may do.
+func (m *mapAPI) me(w http.ResponseWriter, r *http.Request) {
+	c, _ := CallerFrom(r.Context())
+	if c.Role == 0 {
+		c = anonymous
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": c.Name, "role": c.Role.String(),
+		"can_ack": c.Role >= RoleOperator, "can_edit_zones": c.Role >= RoleAdmin})
+}
+
+// The drawing of a zone volume: GeoJSON geometry (a MultiPolygon, or the
+// centre Point of a circle with radius_m) and what an operator reads.
+type drawnProps struct {
+	ZoneID      string        `json:"zone_id"`
+	Name        string        `json:"name"`
+	Category    string        `json:"category"`
+	Restriction string        `json:"restriction,omitempty"`
+	Authority   string        `json:"authority,omitempty"`
+	Volume      int           `json:"volume"`
+	RadiusM     *float64      `json:"radius_m,omitempty"`
+	Floor       *drawnLimit   `json:"floor"`
+	Ceiling     *drawnLimit   `json:"ceiling"`
+	ActiveFrom  *time.Time    `json:"active_from"`
+	ActiveUntil *time.Time    `json:"active_until"`
+	Windows     []drawnWindow `json:"windows"`
+}
+
+type drawnLimit struct {
+	M   float64 `json:"m"`
+	Ref string  `json:"ref"`
+}
+
+// drawnWindow is a geofence.Window; Weekly holds [start, end) seconds since
+// Monday 00:00 UTC.
+type drawnWindow struct {
+	From   *time.Time `json:"from"`
+	Until  *time.Time `json:"until"`
+	Weekly [][2]int32 `json:"weekly"`
+}
+
+type drawnFeature struct {
+	Type       string         `json:"type"`
+	ID         string         `json:"id"`
+	Geometry   map[string]any `json:"geometry"`
+	Properties drawnProps     `json:"properties"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func drawnLimitOf(l *geofence.Limit) *drawnLimit {
+	if l == nil {
+		return nil
+	}
+	return &drawnLimit{M: l.M, Ref: l.Ref.String()}
+}
+
+// drawZones is the set's features, one per volume of each zone.
+func drawZones(set *geofence.ZoneSet) []drawnFeature {
+	fs := make([]drawnFeature, 0, len(set.Zones))
+	for _, z := range set.Zones {
+		ws := make([]drawnWindow, len(z.Windows))
+		for i, w := range z.Windows {
+			ws[i] = drawnWindow{From: optTime(w.From), Until: optTime(w.Until), Weekly: make([][2]int32, len(w.Weekly))}
+			for j, iv := range w.Weekly {
+				ws[i].Weekly[j] = [2]int32{iv.Start, iv.End}
+			}
+		}
+		for i, v := range z.Volumes {
+			p := drawnProps{ZoneID: z.ID, Name: z.Name, Category: string(z.Category), Restriction: z.Restriction,
+				Authority: z.Authority, Volume: i, Floor: drawnLimitOf(v.Floor), Ceiling: drawnLimitOf(v.Ceiling),
+				ActiveFrom: optTime(z.ActiveFrom), ActiveUntil: optTime(z.ActiveUntil), Windows: ws}
+			var g map[string]any
+			if len(v.Area) > 0 {
+				g = map[string]any{"type": "MultiPolygon", "coordinates": v.Area}
+			} else if v.Circle != nil {
+				r := v.Circle.RadiusM
+				p.RadiusM = &r
+				g = map[string]any{"type": "Point", "coordinates": v.Circle.Center}
+			} else {
+				continue // a volume has an area or a circle (the parsers see to it)
+			}
+			fs = append(fs, drawnFeature{Type: "Feature", ID: z.ID + "#" + strconv.Itoa(i), Geometry: g, Properties: p})
+		}
+	}
+	return fs
+}
+
+// zonesView is GET /v1/map/zones: the zone set in force drawn, with its
+// version as the ETag (If-None-Match: 304, so a page may ask often).
+func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v, err := m.zones.Version(ctx)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "read the zone set version: "+err.Error(), nil)
+		return
+	}
+	tag := etag(v)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == tag || inm == "*") {
+		w.Header().Set("ETag", tag)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body, ver, err := m.drawn(ctx)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	w.Header().Set("ETag", etag(ver))
+	w.Header().Set("Content-Type", "application/geo+json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// drawn returns the current version's drawing, from the cache when it is
+// the version drawn last.
+func (m *mapAPI) drawn(ctx context.Context) ([]byte, int64, error) {
+	e, err := m.zones.Current(ctx)
+	if errors.Is(err, zonestore.ErrEmpty) {
+		e, err = zonestore.Entry{Zones: json.RawMessage(`{"type":"FeatureCollection","features":[]}`)}, nil
+	}
+	if err != nil {
+		return nil, 0, errors.New("read the zone set: " + err.Error())
+	}
+	m.mu.Lock()
+	c := m.cached
+	m.mu.Unlock()
+	if c.version == e.Version {
+		return c.body, c.version, nil
+	}
+	set, _, err := m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones))
+	if err != nil {
+		// Stored versions were validated on the way in; one that no longer
+		// parses here is this instance's problem to report, not to hide.
+		return nil, 0, errors.New("zone set version " + strconv.FormatInt(e.Version, 10) + " does not load here: " + err.Error())
+	}
+	b, err := json.Marshal(map[string]any{"type": "FeatureCollection", "zone_version": e.Version,
+		"zones": len(set.Zones), "features": drawZones(set)})
+	if err != nil {
+		return nil, 0, err
+	}
+	b = append(b, '\n')
+	m.mu.Lock()
+	if e.Version >= m.cached.version {
+		m.cached = mapZones{version: e.Version, body: b}
+	}
+	m.mu.Unlock()
+	return b, e.Version, nil
+}
+
+// posDrone is one drone of a positions frame.
+type posDrone struct {
+	DroneID string     `json:"drone_id"`
+	TS      time.Time  `json:"ts"`
+	Lat     float64    `json:"lat"`
+	Lon     float64    `json:"lon"`
+	AltM    *float64   `json:"alt_m"`
+	AltRef  *string    `json:"alt_ref"`
+	Alarms  []posAlarm `json:"alarms"`
+}
+
+type posAlarm struct {
+	AlarmID  string `json:"alarm_id"`
+	ZoneID   string `json:"zone_id"`
+	ZoneName string `json:"zone_name"`
+	Category string `json:"category"`
+}
+
+// posFrame is one `positions` event of the stream.
+type posFrame struct {
+	At          time.Time  `json:"at"`
+	ZoneVersion int64      `json:"zone_version"`
+	Full        bool       `json:"full"`
+	Drones      []posDrone `json:"drones"`
+}
+
+// positions is GET /v1/map/positions: Server-Sent Events, each tick
+// (positionsEvery) one `positions` event with every drone whose last
+// position is newer than the one last sent to this client, within
+// positionsWindow; the first frame ("full": true) has every such drone.
+// Each frame says the zone set version in force. The drone states are the
+// ones GET /v1/drones reads (no write to the pipeline); no cursor: a client
+// that reconnects gets a full frame again.
+func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	m.ev.onShutdown(r)
+	select {
+	case <-m.ev.done:
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down", nil)
+		return
+	default:
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if write([]byte(": connected\n\n")) != nil {
+		return
+	}
+	sent := map[string]time.Time{} // drone → the ts last sent
+	tick := time.NewTicker(m.every)
+	defer tick.Stop()
+	full := true
+	lastZV, lastWrite := int64(-1), time.Time{}
+	for {
+		frame, zv, moved, err := m.frame(ctx, sent, full)
+		// A frame with no drone still goes out when the zone version
+		// changed, and at least every positionsIdle: the page's "stale"
+		// clock tells a quiet sky from a dead stream.
+		if err == nil && moved == 0 && !full && zv == lastZV && time.Since(lastWrite) < positionsIdle {
+			frame = nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.s.log.Warn("map: positions frame", "err", err)
+			// A comment keeps the client's "stale" clock honest: the stream
+			// is alive, the data is not.
+			if write([]byte(": no positions: "+oneLine(err.Error())+"\n\n")) != nil {
+				return
+			}
+		} else if frame != nil {
+			full, lastZV, lastWrite = false, zv, time.Now()
+			if write(frame) != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.ev.done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// oneLine keeps a message on one SSE comment line.
+func oneLine(s string) string { return string(bytes.ReplaceAll([]byte(s), []byte("\n"), []byte(" "))) }
+
+// frame is the next positions event for a client that was sent sent, the
+// zone set version it names and the drones in it.
+func (m *mapAPI) frame(ctx context.Context, sent map[string]time.Time, full bool) ([]byte, int64, int, error) {
+	now := m.s.o.Now()
+	zv, err := m.zones.Version(ctx)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	f := posFrame{At: now.UTC(), ZoneVersion: zv, Full: full, Drones: []posDrone{}}
+	filter := dronestore.Filter{ActiveSince: now.Add(-positionsWindow), Limit: dronestore.MaxLimit}
+	seen := make(map[string]struct{}, len(sent))
+	for {
+		ds, next, err := m.drones.List(ctx, filter)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		for _, d := range ds {
+			if d.TS == nil || d.Lat == nil || d.Lon == nil {
+				continue
+			}
+			seen[d.DroneID] = struct{}{}
+			if last, ok := sent[d.DroneID]; ok && !d.TS.After(last) && !full {
+				continue
+			}
+			sent[d.DroneID] = *d.TS
+			pd := posDrone{DroneID: d.DroneID, TS: *d.TS, Lat: *d.Lat, Lon: *d.Lon, AltM: d.AltM, AltRef: d.AltRef,
+				Alarms: make([]posAlarm, len(d.ActiveAlarms))}
+			for i, a := range d.ActiveAlarms {
+				pd.Alarms[i] = posAlarm{AlarmID: a.AlarmID, ZoneID: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category}
+			}
+			f.Drones = append(f.Drones, pd)
+		}
+		if next == "" {
+			break
+		}
+		filter.Cursor = next
+	}
+	// Drones gone quiet past the window are forgotten, so the map stays
+	// bounded by the drones flying now.
+	for id := range sent {
+		if _, ok := seen[id]; !ok {
+			delete(sent, id)
+		}
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, "event: positions\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...), zv, len(f.Drones), nil
+}
+
+// mountDashboard serves Options.Dashboard at / and its files, beside the
+// API: one route per top-level file or folder of Options.DashboardFiles, so
+// an unknown path stays the API's JSON 404.
+func (s *Server) mountDashboard(r chi.Router) {
+	if s.o.Dashboard == nil {
+		return
+	}
+	r.Method(http.MethodGet, "/", s.o.Dashboard)
+	r.Method(http.MethodHead, "/", s.o.Dashboard)
+	for _, e := range s.o.DashboardFiles {
+		p := "/" + e
+		if strings.HasSuffix(e, "/") {
+			p += "*"
+		}
+		r.Method(http.MethodGet, p, s.o.Dashboard)
+		r.Method(http.MethodHead, p, s.o.Dashboard)
+	}
+}
