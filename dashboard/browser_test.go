@@ -384,8 +384,8 @@ func TestDashboardIncursion(t *testing.T) {
 	b.run("see the drone", chromedp.WaitVisible(chromedp.CSS(`body[data-drones="1"]`)))
 	b.shot("alarm-raised")
 
-	b.run("ack with a note, by keyboard", chromedp.Focus(chromedp.CSS(sel+` .ackrow input`)),
-		chromedp.SendKeys(chromedp.CSS(sel+` .ackrow input`), "seen on camera 3\r"),
+	b.run("click Ack with a note", chromedp.SendKeys(chromedp.CSS(sel+` .ackrow input`), "seen on camera 3"),
+		chromedp.Click(chromedp.CSS(sel+` button.ack`)),
 		chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-state="active"][data-acked="true"]`)))
 	text = eval[string](b, `document.querySelector('#active li.alarm').textContent`)
 	if !strings.Contains(text, "ACTIVE · ACKED") || !strings.Contains(text, "acked by ops-desk") || !strings.Contains(text, "seen on camera 3") {
@@ -423,7 +423,8 @@ func TestDashboardIncursion(t *testing.T) {
 }
 
 // TestDashboardRoles: a viewer sees the alarm but no Ack button; an
-// operator sees one and acks it.
+// operator sees one and acks it from the keyboard; the viewer's page shows
+// the ack.
 func TestDashboardRoles(t *testing.T) {
 	s := startStack(t, testZones(), 2)
 	s.send(pos("UAV-9", 1, time.Now(), 51.5, 0.5))
@@ -443,8 +444,9 @@ func TestDashboardRoles(t *testing.T) {
 
 	op := openBrowser(t, s.alerter, "operator")
 	op.signIn(s.operator)
-	op.run("operator acks", chromedp.WaitVisible(chromedp.CSS(sel+` button.ack`)),
-		chromedp.Click(chromedp.CSS(sel+` button.ack`)),
+	// By keyboard only: Enter in the focused note field acks.
+	op.run("operator acks by keyboard", chromedp.WaitVisible(chromedp.CSS(sel+` button.ack`)),
+		chromedp.Focus(chromedp.CSS(sel+` .ackrow input`)), chromedp.SendKeys(chromedp.CSS(sel+` .ackrow input`), "on it\r"),
 		chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-acked="true"]`)))
 	op.shot("operator-acked")
 	// The viewer's page hears the ack through its stream.

@@ -55,6 +55,7 @@ type config struct {
 	brokers    string
 	redis      string
 	keep       bool
+	hold       bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&c.brokers, "brokers", envOr("NOFLY_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers (env NOFLY_KAFKA_BROKERS)")
 	flag.StringVar(&c.redis, "redis", envOr("NOFLY_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (env NOFLY_REDIS_ADDR)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the demo's topic and Redis keys in place afterwards")
+	flag.BoolVar(&c.hold, "hold", isTerminal(os.Stdout), "after the checks, keep the pipeline and its dashboard up until Ctrl-C (default: when stdout is a terminal)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -76,6 +78,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func envOr(k, def string) string {
@@ -132,6 +140,7 @@ func run(ctx context.Context, c config) error {
 	}
 	say("ingest  http://%s   (POST /v1/telemetry, /metrics, /openapi.yaml)", ingestAddr)
 	say("alerter http://%s   (/v1/alarms, /v1/events/stream, /metrics, /openapi.json; loopback: no token); topics %s and %s, Redis prefix %s", alerterAddr, topic, eventsTopic, runID)
+	say("dashboard: open http://%s/ to follow the drones and alarms on the map and acknowledge them", alerterAddr)
 
 	rdb := redis.NewClient(&redis.Options{Addr: c.redis})
 	defer rdb.Close()
@@ -188,7 +197,14 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	say("reading %s as a read_committed consumer does", eventsTopic)
-	return checkEventsTopic(ctx, c.brokers, eventsTopic, c.partitions, live)
+	if err := checkEventsTopic(ctx, c.brokers, eventsTopic, c.partitions, live); err != nil {
+		return err
+	}
+	if c.hold {
+		say("the dashboard stays up at http://%s/ (alarms still unacked wait there); Ctrl-C to stop", alerterAddr)
+		<-ctx.Done()
+	}
+	return nil
 }
 
 // checkEventsTopic waits (up to a minute) until the events topic holds as

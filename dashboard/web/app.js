@@ -139,13 +139,45 @@
   const trackRenderer = L.canvas({ pane: 'tracks', padding: 0.3 });
   const droneRenderer = L.canvas({ pane: 'drones', padding: 0.3 });
 
+  // unwrap keeps a ring continuous across the antimeridian (a step of more
+  // than 180° of longitude is the short way round): Leaflet would draw
+  // 179.9 → -179.9 across the whole world.
+  function unwrapRing(ring) {
+    let shift = 0;
+    const out = ring.map((p, i) => {
+      if (i > 0) {
+        const d = p[0] - ring[i - 1][0];
+        if (d > 180) shift -= 360; else if (d < -180) shift += 360;
+      }
+      return shift ? [p[0] + shift, p[1]] : p;
+    });
+    // Only when that makes the ring narrower (a zone across the
+    // antimeridian, not one that goes round the pole), and then centred
+    // on the map's world (the first point chose the frame).
+    const lo = (r) => Math.min(...r.map((p) => p[0])), hi = (r) => Math.max(...r.map((p) => p[0]));
+    if (hi(out) - lo(out) >= hi(ring) - lo(ring)) return ring;
+    const mid = (hi(out) + lo(out)) / 2;
+    const k = mid > 180 ? -360 : mid < -180 ? 360 : 0;
+    return k ? out.map((p) => [p[0] + k, p[1]]) : out;
+  }
+  function unwrapGeometry(g) {
+    if (!g) return g;
+    if (g.type === 'Polygon') g.coordinates = g.coordinates.map(unwrapRing);
+    else if (g.type === 'MultiPolygon') g.coordinates = g.coordinates.map((poly) => poly.map(unwrapRing));
+    return g;
+  }
+  function unwrapFeatures(fc) {
+    for (const f of fc.features || []) f.geometry = unwrapGeometry(f.geometry);
+    return fc;
+  }
+
   // Natural Earth land: 1:110m when zoomed out, 1:50m closer in.
   const land = {};
   const landStyle = { color: '#9aa79a', weight: 1, fillColor: '#eef0ea', fillOpacity: 1 };
   function landFor(scale) {
     if (!land[scale]) {
       land[scale] = fetch('vendor/world-atlas/land-' + scale + '.json').then((r) => r.json()).then((topo) =>
-        L.geoJSON(topojson.feature(topo, topo.objects.land), { renderer, interactive: false, style: landStyle }));
+        L.geoJSON(unwrapFeatures(topojson.feature(topo, topo.objects.land)), { renderer, interactive: false, style: landStyle }));
     }
     return land[scale];
   }
@@ -220,7 +252,7 @@
       r = await api('v1/map/zones', { headers: zones.etag && !force ? { 'If-None-Match': zones.etag } : {} });
     } catch (e) { showError('zones: ' + e.message); return; }
     if (r.status === 304) return;
-    const fc = r.body;
+    const fc = unwrapFeatures(r.body);
     if (zones.layer) zones.layer.remove();
     zones.byZone.clear();
     const now = new Date();
@@ -373,12 +405,20 @@
     }
     return li;
   }
-  let renderQueued = false;
+  // The list is redrawn at most every LIST_MS, with at most LIST_MAX items:
+  // a flood of events (hundreds of drones crossing zones) must not cost a
+  // frame each.
+  const LIST_MS = 300, LIST_MAX = 150, KEEP_MAX = 5000;
+  let renderQueued = false, lastRender = 0;
   function renderActive() {
     if (renderQueued) return;
     renderQueued = true;
-    requestAnimationFrame(() => {
+    setTimeout(() => requestAnimationFrame(drawActive), Math.max(0, lastRender + LIST_MS - Date.now()));
+  }
+  function drawActive() {
+    {
       renderQueued = false;
+      lastRender = Date.now();
       // Keep the focus (a keyboard user in a note field) across redraws.
       const focused = document.activeElement && document.activeElement.closest('.alarm');
       const focusId = focused && focused.dataset.alarmId;
@@ -388,12 +428,15 @@
       const ul = $('active');
       const notes = {};
       ul.querySelectorAll('.alarm').forEach((li) => { const i = li.querySelector('input'); if (i && i.value) notes[li.dataset.alarmId] = i.value; });
-      ul.replaceChildren(...list.map((a) => {
+      ul.replaceChildren(...list.slice(0, LIST_MAX).map((a) => {
         const li = alarmItem(a, true);
         const i = li.querySelector('input');
         if (i && notes[a.alarm_id]) i.value = notes[a.alarm_id];
         return li;
       }));
+      if (list.length > LIST_MAX) {
+        ul.append(el('li', { class: 'hint', text: (list.length - LIST_MAX) + ' more (older, or acked); the history search finds every one' }));
+      }
       const unacked = list.filter((a) => !a.ack).length;
       $('activeCount').textContent = String(list.length);
       $('activeCount').title = unacked + ' unacked';
@@ -403,9 +446,14 @@
         const target = li && ((focusInput && li.querySelector('input')) || li.querySelector('button.ack') || li.querySelector('button'));
         if (target) target.focus();
       }
-      // Drop what neither the list nor a drone needs (bounded memory).
-      if (alarms.size > 2000) for (const [id, a] of alarms) if (!onList(a)) alarms.delete(id);
-    });
+      // Bounded memory: drop what the list does not show, and past
+      // KEEP_MAX the oldest acked or cleared ones (the history search
+      // still finds them; the count above says how many are held).
+      if (alarms.size > KEEP_MAX) {
+        for (const [id, a] of alarms) if (!onList(a)) alarms.delete(id);
+        for (const a of list.slice(KEEP_MAX)) if (a.ack || a.state === 'cleared') alarms.delete(a.alarm_id);
+      }
+    }
   }
   async function ack(id, note, btn, err) {
     btn.disabled = true; err.textContent = '';
@@ -423,7 +471,7 @@
   function flyTo(a) {
     const p = (a.state === 'cleared' && a.cleared) || a.raised;
     if (!p) return;
-    map.flyTo([p.lat, p.lon], Math.max(map.getZoom(), 13), { duration: 0.8 });
+    map.flyTo([p.lat, p.lon], Math.max(map.getZoom(), 11), { duration: 0.8 });
     if (pulse) pulse.remove();
     pulse = L.circleMarker([p.lat, p.lon], { radius: 18, color: '#ffeb3b', weight: 3, fill: false, renderer: droneRenderer, pane: 'drones', interactive: false }).addTo(map);
     setTimeout(() => { if (pulse) { pulse.remove(); pulse = null; } }, 6000);
