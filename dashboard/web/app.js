@@ -265,7 +265,9 @@
         layer._active = zoneActive(p, now);
         if (!zones.byZone.has(p.zone_id)) zones.byZone.set(p.zone_id, []);
         zones.byZone.get(p.zone_id).push(layer);
-        layer.bindTooltip(() => (p.name || p.zone_id) + ' · ' + p.category + (layer._active ? '' : ' (inactive)'), { sticky: true });
+        // Text nodes, never HTML strings: names come from zone files and
+        // drone ids from telemetry.
+        layer.bindTooltip(() => document.createTextNode((p.name || p.zone_id) + ' · ' + p.category + (layer._active ? '' : ' (inactive)')), { sticky: true });
         layer.bindPopup(() => zonePopup(p));
       },
     }).addTo(map);
@@ -331,7 +333,7 @@
         d.track = L.polyline([], { renderer: trackRenderer, pane: 'tracks', color: '#1565c0', weight: 2, opacity: 0.6, interactive: false }).addTo(map);
         d.marker = L.circleMarker(ll, Object.assign({ renderer: droneRenderer, pane: 'drones' }, droneStyle(d))).addTo(map);
         const id = p.drone_id;
-        d.marker.bindTooltip(id);
+        d.marker.bindTooltip(() => document.createTextNode(id));
         d.marker.bindPopup(() => dronePopup(id));
         drones.set(p.drone_id, d);
       }
