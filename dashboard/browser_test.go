@@ -329,13 +329,16 @@ func (b *browser) signIn(token string) {
 }
 
 // testZones is a restricted square around (0.5, 51.5) with a hole, a
-// warning circle elsewhere and a zone active only in the past.
+// warning circle elsewhere, a zone whose name is markup and a zone active
+// only in the past.
 func testZones() []byte {
 	return []byte(`{"type":"FeatureCollection","features":[
 {"type":"Feature","id":"SQUARE","properties":{"name":"Test square","category":"restricted"},
  "geometry":{"type":"Polygon","coordinates":[[[0.4,51.4],[0.6,51.4],[0.6,51.6],[0.4,51.6],[0.4,51.4]],[[0.58,51.58],[0.59,51.58],[0.59,51.59],[0.58,51.59],[0.58,51.58]]]}},
 {"type":"Feature","id":"CIRCLE","properties":{"name":"Test circle","category":"warning","radius_m":2000},
  "geometry":{"type":"Point","coordinates":[0.9,51.5]}},
+{"type":"Feature","id":"MARKUP","properties":{"name":"<img src=x onerror=\"window.pwned=1\">Markup","category":"warning"},
+ "geometry":{"type":"Polygon","coordinates":[[[1.2,51.4],[1.3,51.4],[1.3,51.5],[1.2,51.5],[1.2,51.4]]]}},
 {"type":"Feature","id":"PAST","properties":{"name":"Past restriction","category":"restricted","active_from":"2020-01-01T00:00:00Z","active_until":"2020-01-02T00:00:00Z"},
  "geometry":{"type":"Polygon","coordinates":[[[0.7,51.3],[0.8,51.3],[0.8,51.35],[0.7,51.35],[0.7,51.3]]]}}]}`)
 }
@@ -347,7 +350,7 @@ func TestDashboardIncursion(t *testing.T) {
 	s := startStack(t, testZones(), 3)
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)
-	b.run("see the zones drawn", chromedp.WaitVisible(chromedp.CSS(`body[data-zones-drawn="3"]`)))
+	b.run("see the zones drawn", chromedp.WaitVisible(chromedp.CSS(`body[data-zones-drawn="4"]`)))
 	drawn := eval[string](b, `document.getElementById('zonever').dataset.version`)
 	if drawn != "1" {
 		t.Errorf("zone set version shown %q, want 1 (the seeded file)", drawn)
@@ -415,6 +418,17 @@ func TestDashboardIncursion(t *testing.T) {
 		t.Errorf("the map flew to %v, want the clear's position 51.2, 0.2", center)
 	}
 	b.shot("alarm-cleared")
+
+	// A name that is markup is shown as text, never run.
+	s.send(pos("UAV-2", 1, now, 51.45, 1.25))
+	b.run("see the markup zone's alarm", chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-state="active"]`)))
+	text = eval[string](b, `document.querySelector('#active li.alarm').textContent`)
+	if !strings.Contains(text, `<img src=x onerror="window.pwned=1">Markup`) {
+		t.Errorf("the markup name is not shown as text: %q", text)
+	}
+	if pwned := eval[bool](b, `window.pwned === 1 || !!document.querySelector('#active img, .leaflet-tooltip img')`); pwned {
+		t.Error("a zone name's markup was rendered")
+	}
 	var dup int
 	dup = eval[int](b, `nofly.stats.duplicates`)
 	if dup != 0 {
