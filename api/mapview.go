@@ -67,10 +67,7 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 // me is GET /v1/me: who the token is, so a page can offer only what its
 // role may do.
 func (m *mapAPI) me(w http.ResponseWriter, r *http.Request) {
-	c, _ := CallerFrom(r.Context())
-	if c.Role == 0 {
-		c = anonymous
-	}
+	c, _ := CallerFrom(r.Context()) // require set it (anonymous without a token file)
 	writeJSON(w, http.StatusOK, map[string]any{"name": c.Name, "role": c.Role.String(),
 		"can_ack": c.Role >= RoleOperator, "can_edit_zones": c.Role >= RoleAdmin})
 }
@@ -172,7 +169,7 @@ func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body, ver, err := m.drawn(ctx)
+	body, ver, err := m.drawn(ctx, v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
 		return
@@ -184,21 +181,21 @@ func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// drawn returns the current version's drawing, from the cache when it is
-// the version drawn last.
-func (m *mapAPI) drawn(ctx context.Context) ([]byte, int64, error) {
+// drawn returns the current version's drawing: from the cache when v (the
+// version just read) is the one drawn last, without reading the set.
+func (m *mapAPI) drawn(ctx context.Context, v int64) ([]byte, int64, error) {
+	m.mu.Lock()
+	c := m.cached
+	m.mu.Unlock()
+	if c.version == v {
+		return c.body, c.version, nil
+	}
 	e, err := m.zones.Current(ctx)
 	if errors.Is(err, zonestore.ErrEmpty) {
 		e, err = zonestore.Entry{Zones: json.RawMessage(`{"type":"FeatureCollection","features":[]}`)}, nil
 	}
 	if err != nil {
 		return nil, 0, errors.New("read the zone set: " + err.Error())
-	}
-	m.mu.Lock()
-	c := m.cached
-	m.mu.Unlock()
-	if c.version == e.Version {
-		return c.body, c.version, nil
 	}
 	set, _, err := m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones))
 	if err != nil {
@@ -318,7 +315,7 @@ func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 }
 
 // oneLine keeps a message on one SSE comment line.
-func oneLine(s string) string { return string(bytes.ReplaceAll([]byte(s), []byte("\n"), []byte(" "))) }
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // frame is the next positions event for a client that was sent sent, the
 // zone set version it names and the drones in it.

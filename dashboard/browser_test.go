@@ -156,13 +156,7 @@ func (s *stack) start(name, bin string, args []string) string {
 // send posts NDJSON positions to ingest and wants every one accepted.
 func (s *stack) send(recs ...map[string]any) {
 	s.t.Helper()
-	var b bytes.Buffer
-	for _, r := range recs {
-		line, _ := json.Marshal(r)
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	res, err := http.Post(s.ingest+"/v1/telemetry", "application/x-ndjson", &b)
+	res, err := http.Post(s.ingest+"/v1/telemetry", "application/x-ndjson", ndjson(recs))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -172,6 +166,17 @@ func (s *stack) send(recs ...map[string]any) {
 		_, _ = body.ReadFrom(res.Body)
 		s.t.Fatalf("ingest: %s: %s", res.Status, body.String())
 	}
+}
+
+// ndjson is the records as ingest's NDJSON body.
+func ndjson(recs []map[string]any) *bytes.Buffer {
+	var b bytes.Buffer
+	for _, r := range recs {
+		line, _ := json.Marshal(r)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return &b
 }
 
 func pos(drone string, seq int64, ts time.Time, lat, lon float64) map[string]any {
@@ -581,13 +586,7 @@ func (s *stack) fly(ctx context.Context, n int) error {
 			a := float64(step)/60 + float64(i)
 			recs[i] = pos(fmt.Sprintf("D%03d", i), step, now, 51.5+0.4*math.Sin(a)+float64(i%10)*0.02, 1+0.4*math.Cos(a)+float64(i/50)*0.05)
 		}
-		var buf bytes.Buffer
-		for _, r := range recs {
-			line, _ := json.Marshal(r)
-			buf.Write(line)
-			buf.WriteByte('\n')
-		}
-		res, err := http.Post(s.ingest+"/v1/telemetry", "application/x-ndjson", &buf)
+		res, err := http.Post(s.ingest+"/v1/telemetry", "application/x-ndjson", ndjson(recs))
 		if err != nil {
 			return err
 		}

@@ -50,6 +50,15 @@ func alerterBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// The SSE benchmark's client process: this binary, started by
+	// connectSSE, runs only the clients.
+	if base := os.Getenv(sseChildURL); base != "" {
+		if err := sseClientChild(base); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	// The test-only fault point (faults.go) is for the one subprocess a
 	// test sets it on (startProc's env): never for this process's
 	// in-process alerters, nor inherited by the other subprocesses.

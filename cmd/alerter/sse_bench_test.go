@@ -38,7 +38,7 @@ import (
 // sseClients is a set of GET /v1/events/stream clients of an in-process
 // API over the pipeline's keys, each keeping the id (cursor) of every event
 // it reads, in order. The clients run in this process, or in a child
-// process (this test binary running TestSSEClientProcess) so that their
+// process (this test binary, whose TestMain runs sseClientChild) so that their
 // reads are not this process's CPU nor its garbage; the child still shares
 // the machine.
 type sseClients struct {
@@ -188,7 +188,7 @@ func (c *sseClients) startChild(b *testing.B, n int, query func(i int) string, i
 		qs[i] = query(i)
 	}
 	c.childDir = b.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSSEClientProcess$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
 	cmd.Env = append(os.Environ(), sseChildURL+"="+c.ts.URL, sseChildQueries+"="+strings.Join(qs, "\n"),
 		sseChildDir+"="+c.childDir, sseChildIDsCap+"="+strconv.Itoa(idsCap))
 	in, err := cmd.StdinPipe()
@@ -235,21 +235,18 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestSSEClientProcess is the child process of the benchmark's clients
-// (connectSSE with child): it connects a stream per line of
+// sseClientChild is the child process of the benchmark's clients
+// (connectSSE with child; TestMain runs it instead of the tests when
+// NOFLY_BENCH_SSE_URL is set): it connects a stream per line of
 // NOFLY_BENCH_SSE_QUERIES, says it is ready, reads from stdin how many
 // events each stream must read, waits for them (60 s at most), then writes
-// stream i's ids to file i. Without the variables it is not a test.
-func TestSSEClientProcess(t *testing.T) {
-	base := os.Getenv(sseChildURL)
-	if base == "" {
-		t.Skip("only the SSE benchmark's client process")
-	}
+// stream i's ids to file i.
+func sseClientChild(base string) error {
 	qs := strings.Split(os.Getenv(sseChildQueries), "\n")
 	n := len(qs)
 	idsCap, err := strconv.Atoi(os.Getenv(sseChildIDsCap))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	counts, ids := make([]atomic.Int64, n), make([][]byte, n)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -272,30 +269,30 @@ func TestSSEClientProcess(t *testing.T) {
 	}
 	select {
 	case err := <-errs:
-		t.Fatal(err)
+		return err
 	default:
 	}
 	fmt.Println(sseChildReady)
 	var want []int64
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the counts: %v", err)
+		return fmt.Errorf("reading the counts: %w", err)
 	}
 	for _, f := range strings.Fields(line) {
 		k, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		want = append(want, k)
 	}
 	if len(want) != n {
-		t.Fatalf("%d counts for %d streams", len(want), n)
+		return fmt.Errorf("%d counts for %d streams", len(want), n)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for i := range counts {
 		for counts[i].Load() < want[i] {
 			if time.Now().After(deadline) {
-				t.Fatalf("SSE client %d read %d of %d events", i, counts[i].Load(), want[i])
+				return fmt.Errorf("SSE client %d read %d of %d events", i, counts[i].Load(), want[i])
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -304,15 +301,16 @@ func TestSSEClientProcess(t *testing.T) {
 	wg.Wait()
 	select {
 	case err := <-errs:
-		t.Fatal(err)
+		return err
 	default:
 	}
 	dir := os.Getenv(sseChildDir)
 	for i := range ids {
 		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), ids[i], 0o600); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // waitAll waits until every client i read as many events as want(i) holds,
