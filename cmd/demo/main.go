@@ -285,6 +285,10 @@ func (e event) String() string {
 // fly posts the fleet's fixes to ingest, c.stepsPerS simulated seconds per
 // second, and keeps a copy of every record sent (duplicates too, in the order
 // sent) for the replay.
+// maxLead is how far ahead of the wall clock the fleet's ts may run:
+// under ingest's default 10-minute bound on a record's lead.
+const maxLead = 8 * time.Minute
+
 func fly(ctx context.Context, c config, ingest, sentFile string) (sent, dups int, err error) {
 	f, err := os.Create(sentFile)
 	if err != nil {
@@ -293,7 +297,15 @@ func fly(ctx context.Context, c config, ingest, sentFile string) (sent, dups int
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	defer w.Flush()
-	fl := fleet.New(c.drones, c.seed, time.Now().UTC().Truncate(time.Second), 2500)
+	// The fleet's clock runs --speedup times faster than the wall clock,
+	// and ingest refuses a ts more than 10 minutes ahead of its own
+	// (--max-clock-skew-ahead): start it early enough that the flight
+	// ends at most maxLead ahead.
+	start := time.Now().UTC().Truncate(time.Second)
+	if lead := time.Duration(c.stepsPerS-1) * c.duration; lead > maxLead {
+		start = start.Add(maxLead - lead)
+	}
+	fl := fleet.New(c.drones, c.seed, start, 2500)
 	rng := rand.New(rand.NewPCG(c.seed, 1))
 	client := &http.Client{Timeout: 30 * time.Second}
 	say("flying %d drones for %v (seed %d, %.0f%% of records sent twice)", c.drones, c.duration, c.seed, c.dupRate*100)
