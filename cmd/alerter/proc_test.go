@@ -305,21 +305,50 @@ func (p *pipeline) waitApplied(n int64, timeout time.Duration) {
 // records/s, so that the run spans the faults the test injects. It returns
 // a channel closed when all are written.
 func (p *pipeline) produceInBackground(recs []telemetry.Position, rate int) <-chan struct{} {
-	done := make(chan struct{})
+	g := p.produceGated(recs, rate)
+	g.allow(int64(len(recs)))
+	return g.done
+}
+
+// gatedProducer produces at about rate records/s, never past the number of
+// records the test has allowed so far: a fault schedule paced by it cannot
+// fall behind the stream however long each restart takes on the machine.
+type gatedProducer struct {
+	limits chan int64
+	done   chan struct{}
+}
+
+// allow lets the producer go on up to the first n records.
+func (g *gatedProducer) allow(n int64) { g.limits <- n }
+
+func (p *pipeline) produceGated(recs []telemetry.Position, rate int) *gatedProducer {
+	g := &gatedProducer{limits: make(chan int64, 64), done: make(chan struct{})}
 	const chunk = 500
 	go func() {
-		defer close(done)
+		defer close(g.done)
 		tick := time.NewTicker(time.Duration(float64(time.Second) * chunk / float64(rate)))
 		defer tick.Stop()
-		for i := 0; i < len(recs); i += chunk {
-			if err := p.produceErr(recs[i:min(i+chunk, len(recs))]); err != nil {
+		var limit int64
+		for i := 0; i < len(recs); {
+			for int64(i) >= limit {
+				select {
+				case n := <-g.limits:
+					limit = max(limit, n)
+				case <-time.After(5 * time.Minute):
+					p.t.Errorf("producer: nothing allowed past record %d for 5 minutes", i)
+					return
+				}
+			}
+			end := min(i+chunk, len(recs), int(limit))
+			if err := p.produceErr(recs[i:end]); err != nil {
 				p.t.Error(err)
 				return
 			}
+			i = end
 			<-tick.C
 		}
 	}()
-	return done
+	return g
 }
 
 func randBetween(r *rand.Rand, lo, hi int64) int64 { return lo + r.Int64N(hi-lo+1) }

@@ -39,32 +39,36 @@ func TestCrashProof(t *testing.T) {
 	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	cfg := p.config()
 	alerterBinary(t)
-	produced := p.produceInBackground(sc.Records, 2500)
+	gate := p.produceGated(sc.Records, 2500)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	const kills = 10
-	// Kill i lands near (i+1)/(kills+1) of the stream, jittered, so the kills
-	// spread over the whole scenario however fast the alerter catches up
-	// after a restart; a target is never past the last record, so no wait
-	// can outlive the stream.
+	// Kill i lands near (i+1)/(kills+1) of the stream, jittered. The producer
+	// is let on only to half a gap past that target, so however long a
+	// restart takes, there are records still to apply when the kill lands
+	// (before this gate, on a fast machine the stream ran out after 6 kills).
 	total := int64(len(sc.Records))
 	gap := total / (kills + 1)
 	midStream := 0
 	for i := 0; i < kills; i++ {
 		pr := p.startProc(fmt.Sprintf("alerter-%d", i), cfg)
 		from, _ := p.appliedTotal()
+		windowEnd := gap*int64(i+1) + gap/2
+		gate.allow(windowEnd)
 		target := gap*int64(i+1) + randBetween(rng, -gap/3, gap/3)
-		target = min(max(target, from+200), total)
+		target = min(max(target, from+200), windowEnd)
 		p.waitApplied(target, 90*time.Second)
 		pr.kill()
 		at, _ := p.appliedTotal()
-		if at < total {
+		if at < windowEnd {
 			midStream++
 		}
-		t.Logf("kill %d: SIGKILL after %d of %d records applied", i+1, at, total)
+		t.Logf("kill %d: SIGKILL after %d of %d records applied (producer let on to %d)", i+1, at, total, windowEnd)
 	}
 	if midStream < kills-2 {
 		t.Errorf("only %d of %d kills landed while records were still to apply", midStream, kills)
 	}
+	gate.allow(total)
+	produced := gate.done
 	last := p.startProc("alerter-final", cfg)
 	p.finish(want, produced)
 	p.checkEventsTopic()
