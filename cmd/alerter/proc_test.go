@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -306,36 +307,64 @@ func (p *pipeline) waitApplied(n int64, timeout time.Duration) {
 // a channel closed when all are written.
 func (p *pipeline) produceInBackground(recs []telemetry.Position, rate int) <-chan struct{} {
 	g := p.produceGated(recs, rate)
-	g.allow(int64(len(recs)))
+	g.set(int64(len(recs)))
 	return g.done
 }
 
-// gatedProducer produces at about rate records/s, never past the number of
-// records the test has allowed so far: a fault schedule paced by it cannot
-// fall behind the stream however long each restart takes on the machine.
+// gatedProducer produces at about rate records/s, never past the limit the
+// test has set last: a fault schedule can hold the stream while it restarts
+// a process, so the stream cannot run out before the faults do however long
+// each restart takes on the machine.
 type gatedProducer struct {
 	limits chan int64
 	done   chan struct{}
+	wrote  chan struct{} // a token after each write
+	n      atomic.Int64  // records written
 }
 
-// allow lets the producer go on up to the first n records.
-func (g *gatedProducer) allow(n int64) { g.limits <- n }
+// awaitWrite returns once the producer has written records after the call,
+// false after timeout.
+func (g *gatedProducer) awaitWrite(timeout time.Duration) bool {
+	select {
+	case <-g.wrote:
+	default:
+	}
+	select {
+	case <-g.wrote:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// set lets the producer go on up to the first n records (0 holds it).
+func (g *gatedProducer) set(n int64) { g.limits <- n }
+
+// produced is the number of records written so far.
+func (g *gatedProducer) produced() int64 { return g.n.Load() }
 
 func (p *pipeline) produceGated(recs []telemetry.Position, rate int) *gatedProducer {
-	g := &gatedProducer{limits: make(chan int64, 64), done: make(chan struct{})}
-	const chunk = 500
+	g := &gatedProducer{limits: make(chan int64, 64), done: make(chan struct{}), wrote: make(chan struct{}, 1)}
+	const chunk = 500 // bursts: each gives the alerter a few batches of work
 	go func() {
 		defer close(g.done)
 		tick := time.NewTicker(time.Duration(float64(time.Second) * chunk / float64(rate)))
 		defer tick.Stop()
 		var limit int64
 		for i := 0; i < len(recs); {
-			for int64(i) >= limit {
+			for {
 				select {
-				case n := <-g.limits:
-					limit = max(limit, n)
+				case limit = <-g.limits:
+					continue
+				default:
+				}
+				if int64(i) < limit {
+					break
+				}
+				select {
+				case limit = <-g.limits:
 				case <-time.After(5 * time.Minute):
-					p.t.Errorf("producer: nothing allowed past record %d for 5 minutes", i)
+					p.t.Errorf("producer: held at record %d for 5 minutes", i)
 					return
 				}
 			}
@@ -345,6 +374,11 @@ func (p *pipeline) produceGated(recs []telemetry.Position, rate int) *gatedProdu
 				return
 			}
 			i = end
+			g.n.Store(int64(i))
+			select {
+			case g.wrote <- struct{}{}:
+			default:
+			}
 			<-tick.C
 		}
 	}()

@@ -42,32 +42,49 @@ func TestCrashProof(t *testing.T) {
 	gate := p.produceGated(sc.Records, 2500)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	const kills = 10
-	// Kill i lands near (i+1)/(kills+1) of the stream, jittered. The producer
-	// is let on only to half a gap past that target, so however long a
-	// restart takes, there are records still to apply when the kill lands
-	// (before this gate, on a fast machine the stream ran out after 6 kills).
+	// The stream is held while an alerter starts and let on once it owns
+	// the partitions; it is killed after a random half to one gap of
+	// further records, while the records flow (before this, the stream ran
+	// out after 6 kills on a fast machine, the restarts outlasting it).
 	total := int64(len(sc.Records))
 	gap := total / (kills + 1)
-	midStream := 0
+	midStream, behind := 0, 0
 	for i := 0; i < kills; i++ {
 		pr := p.startProc(fmt.Sprintf("alerter-%d", i), cfg)
+		testenv.CheckFor(t, 90*time.Second, func() error {
+			n, err := pr.metric("nofly_alerter_assigned_partitions")
+			if err == nil && n != float64(p.partitions) {
+				err = fmt.Errorf("%s owns %v of %d partitions", pr.name, n, p.partitions)
+			}
+			return err
+		})
+		gate.set(total)
 		from, _ := p.appliedTotal()
-		windowEnd := gap*int64(i+1) + gap/2
-		gate.allow(windowEnd)
-		target := gap*int64(i+1) + randBetween(rng, -gap/3, gap/3)
-		target = min(max(target, from+200), windowEnd)
+		target := min(from+randBetween(rng, gap/2, gap), total-1)
 		p.waitApplied(target, 90*time.Second)
+		// A random moment in the work on the next burst of records:
+		// mid-fetch, mid-batch, mid-commit or mid-dispatch.
+		if !gate.awaitWrite(10 * time.Second) {
+			t.Fatal("the producer wrote nothing for 10 s")
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(40 * time.Millisecond))))
+		written := gate.produced()
 		pr.kill()
+		gate.set(0)
 		at, _ := p.appliedTotal()
-		if at < windowEnd {
+		if at < total {
 			midStream++
 		}
-		t.Logf("kill %d: SIGKILL after %d of %d records applied (producer let on to %d)", i+1, at, total, windowEnd)
+		if at < written {
+			behind++
+		}
+		t.Logf("kill %d: SIGKILL after %d of %d records applied, %d written", i+1, at, total, written)
 	}
+	t.Logf("%d of %d kills landed with written records still to apply", behind, kills)
 	if midStream < kills-2 {
-		t.Errorf("only %d of %d kills landed while records were still to apply", midStream, kills)
+		t.Errorf("only %d of %d kills landed before the end of the stream", midStream, kills)
 	}
-	gate.allow(total)
+	gate.set(total)
 	produced := gate.done
 	last := p.startProc("alerter-final", cfg)
 	p.finish(want, produced)
