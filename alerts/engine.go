@@ -130,21 +130,10 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			out.Bad = append(out.Bad, BadRecord{Offset: r.Offset, Err: err})
 			continue
 		}
-		d := e.drones[p.DroneID]
-		isNew := d == nil
-		if isNew {
-			d = &drone{DroneState: NewDroneState(), id: p.DroneID}
-		}
-		first := len(out.Events)
-		var ok bool
-		out.Events, e.hits, ok = Step(&d.DroneState, &p, zs, e.hits, out.Events)
-		if !ok {
-			out.Stats.Duplicates++
+		var d *drone
+		out.Events, d = e.step(zs, zv, r.Offset, &p, out.Events, &out.Stats)
+		if d == nil {
 			continue
-		}
-		out.Stats.Applied++
-		if isNew {
-			e.drones[d.id] = d
 		}
 		if d.mark != e.batch {
 			d.mark = e.batch
@@ -157,16 +146,6 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 				e.tracked++
 			}
 			d.track = d.Pos
-		}
-		for j := first; j < len(out.Events); j++ {
-			out.Events[j].Partition = e.partition
-			out.Events[j].Offset = r.Offset
-			out.Events[j].ZoneVersion = zv
-			if out.Events[j].Type == Raised {
-				out.Stats.Raised++
-			} else {
-				out.Stats.Cleared++
-			}
 		}
 	}
 	defer func() {
@@ -229,6 +208,67 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		}
 	}
 	return out
+}
+
+// step applies one decoded position at offset off: it appends the
+// position's events, stamped with the partition, the offset and the zone
+// version zv, and returns the drone it changed, or nil for a duplicate or
+// stale position (counted in st).
+func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []Event, st *Stats) ([]Event, *drone) {
+	d := e.drones[p.DroneID]
+	isNew := d == nil
+	if isNew {
+		d = &drone{DroneState: NewDroneState(), id: p.DroneID}
+	}
+	first := len(events)
+	var ok bool
+	events, e.hits, ok = Step(&d.DroneState, p, zs, e.hits, events)
+	if !ok {
+		st.Duplicates++
+		return events, nil
+	}
+	st.Applied++
+	if isNew {
+		e.drones[d.id] = d
+	}
+	for j := first; j < len(events); j++ {
+		events[j].Partition = e.partition
+		events[j].Offset = off
+		events[j].ZoneVersion = zv
+		if events[j].Type == Raised {
+			st.Raised++
+		} else {
+			st.Cleared++
+		}
+	}
+	return events, d
+}
+
+// Positioned is a decoded record of the partition.
+type Positioned struct {
+	Offset int64
+	Pos    telemetry.Position
+}
+
+// Decide runs decoded positions through the state machine exactly as Apply
+// runs records — same skips, same events in the same order — for a caller
+// whose engine is the only copy of the states and that commits nowhere
+// (replay): it encodes no drone state, event JSON or track point. It
+// appends the events to dst and returns them with the counts.
+func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stats) {
+	zv := zoneVersion(zs)
+	var st Stats
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset <= e.applied {
+			st.Skipped++
+			continue
+		}
+		e.applied = r.Offset
+		st.Records++
+		dst, _ = e.step(zs, zv, r.Offset, &r.Pos, dst, &st)
+	}
+	return dst, st
 }
 
 // zoneVersion is the zone store's version of zs (geofence.Index's

@@ -149,23 +149,22 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 
 	var total alerts.Stats
 	switches := o.Switches
-	apply := func(zones alerts.Zones, recs []alerts.Record) error {
-		res := eng.Apply(zones, recs)
-		if res == nil {
-			return nil
-		}
-		total.Records += res.Stats.Records
-		total.Applied += res.Stats.Applied
-		total.Duplicates += res.Stats.Duplicates
-		total.Invalid += res.Stats.Invalid
-		total.Skipped += res.Stats.Skipped
-		total.Raised += res.Stats.Raised
-		total.Cleared += res.Stats.Cleared
-		for _, e := range res.Batch.Events {
-			if err := w.Write(e.JSON); err != nil {
+	var events []alerts.Event // scratch: one run's events
+	apply := func(zones alerts.Zones, recs []alerts.Positioned) error {
+		var st alerts.Stats
+		events, st = eng.Decide(zones, recs, events[:0])
+		total.Records += st.Records
+		total.Applied += st.Applied
+		total.Duplicates += st.Duplicates
+		total.Skipped += st.Skipped
+		total.Raised += st.Raised
+		total.Cleared += st.Cleared
+		for i := range events {
+			if err := w.Write(&events[i]); err != nil {
 				return fmt.Errorf("write events: %w", err)
 			}
 		}
+		clear(events) // the scratch must not keep positions alive
 		return nil
 	}
 	start := time.Now()
@@ -239,23 +238,18 @@ type lineReader struct {
 	rep    InputReport
 	line   int   // lines read
 	lines  int64 // non-blank lines read
-	recs   []alerts.Record
-	arena  []byte // the batch's record values
-	spans  []span // where each of them is in arena
+	recs   []alerts.Positioned
 	ws     []telemetry.FieldWarning
 }
 
-type span struct{ from, to int }
-
-// readBatch returns the next batch of up to n records, valid until the
-// next call, and whether the input may hold more.
-func (r *lineReader) readBatch(n int) ([]alerts.Record, bool, error) {
-	recs, arena := r.recs[:0], r.arena[:0]
-	// The values are appended to the arena and sliced out of it once the
-	// batch is read, as the arena may move while it grows.
-	spans := r.spans[:0]
+// readBatch returns the next batch of up to n records, decoded once here
+// (the engine takes them as they are), valid until the next call, and
+// whether the input may hold more.
+func (r *lineReader) readBatch(n int) ([]alerts.Positioned, bool, error) {
+	clear(r.recs) // the last batch's positions must not stay reachable
+	recs := r.recs[:0]
 	more := true
-	for len(spans) < n {
+	for len(recs) < n {
 		if !r.sc.Scan() {
 			more = false
 			break
@@ -282,11 +276,10 @@ func (r *lineReader) readBatch(n int) ([]alerts.Record, bool, error) {
 			}
 			continue
 		}
-		from := len(arena)
-		if len(warns) == 0 {
-			arena = append(arena, b...)
-		} else {
-			arena = p.AppendJSON(arena) // what ingest would have produced
+		// With dropped fields, p is what the alerter decodes from the
+		// canonical record ingest would have produced without them
+		// (AppendJSON's numbers round-trip exactly).
+		if len(warns) > 0 {
 			for _, w := range warns {
 				r.rep.Dropped++
 				r.rep.DroppedBy[w.Field]++
@@ -295,16 +288,12 @@ func (r *lineReader) readBatch(n int) ([]alerts.Record, bool, error) {
 				}
 			}
 		}
-		spans = append(spans, span{from, len(arena)})
-		recs = append(recs, alerts.Record{Offset: r.base + int64(r.line-1)})
+		recs = append(recs, alerts.Positioned{Offset: r.base + int64(r.line-1), Pos: p})
 	}
 	if err := r.sc.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line+1, err)
 	}
-	for i, s := range spans {
-		recs[i].Value = arena[s.from:s.to:s.to]
-	}
-	r.recs, r.arena, r.spans = recs, arena, spans
+	r.recs = recs
 	return recs, more, nil
 }
 
@@ -343,18 +332,20 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// eventWriter takes the replay's events, one JSON object each.
+// eventWriter takes the replay's events, written as one JSON object a line.
 type eventWriter interface {
-	Write(event []byte) error
+	Write(e *alerts.Event) error
 	Flush() error
 }
 
 // directWriter writes the events to the output as they are decided.
 type directWriter struct{ bw *bufio.Writer }
 
-func (d *directWriter) Write(e []byte) error {
-	d.bw.Write(e)
-	return d.bw.WriteByte('\n') // bufio.Writer's errors are sticky
+func (d *directWriter) Write(e *alerts.Event) error {
+	// Encoded straight into the writer's free space (a copy only when it
+	// does not fit).
+	_, err := d.bw.Write(append(e.AppendJSON(d.bw.AvailableBuffer()), '\n'))
+	return err // bufio.Writer's errors are sticky
 }
 
 func (d *directWriter) Flush() error { return d.bw.Flush() }
@@ -368,10 +359,10 @@ type spool struct {
 	bw   *bufio.Writer
 }
 
-func (s *spool) Write(e []byte) error {
+func (s *spool) Write(ev *alerts.Event) error {
 	if s.file == nil {
-		if len(s.mem)+len(e)+1 <= spoolMemory {
-			s.mem = append(append(s.mem, e...), '\n')
+		s.mem = append(ev.AppendJSON(s.mem), '\n')
+		if len(s.mem) <= spoolMemory {
 			return nil
 		}
 		f, err := os.CreateTemp("", "nofly-replay-*.ndjson")
@@ -379,13 +370,12 @@ func (s *spool) Write(e []byte) error {
 			return fmt.Errorf("hold the events of a strict replay: %w", err)
 		}
 		s.file, s.bw = f, bufio.NewWriterSize(f, 256<<10)
-		if _, err := s.bw.Write(s.mem); err != nil {
-			return err
-		}
+		_, err = s.bw.Write(s.mem)
 		s.mem = nil
+		return err
 	}
-	s.bw.Write(e)
-	return s.bw.WriteByte('\n')
+	_, err := s.bw.Write(append(ev.AppendJSON(s.bw.AvailableBuffer()), '\n'))
+	return err
 }
 
 // Flush does nothing: a spool's events go out only through CopyTo.
