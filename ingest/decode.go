@@ -211,7 +211,94 @@ func decodeNDJSON(body []byte, o decodeOpts) (batch, *rejection) {
 
 // decodeJSON reads one object, or an array of objects whose "line" is the
 // element index + 1. A leading UTF-8 byte order mark is skipped.
+//
+// An array whose every element is accepted goes through a splitter of our
+// own (arrayElements); anything else — a bad element, a bad separator,
+// too many records — is read again from the start by encoding/json's
+// Decoder (decodeJSONStd), whose answer, errors included, is the contract.
+// FuzzDecodeJSONMatchesStd holds the two to the same results.
 func decodeJSON(body []byte, o decodeOpts) (batch, *rejection) {
+	trimmed := bytes.TrimSpace(telemetry.TrimBOM(body))
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		d := decoder{decodeOpts: o}
+		var rej *rejection
+		ok := arrayElements(trimmed, func(i int, raw []byte) bool {
+			rej = d.record(i+1, raw)
+			return rej == nil && d.nErrs == 0
+		})
+		if ok && d.nRecords > 0 {
+			return d.result()
+		}
+	}
+	return decodeJSONStd(body, o)
+}
+
+// arrayElements calls each with the elements of the JSON array b (which
+// starts with '[' and has no surrounding space) in order, as encoding/json's
+// Decoder would cut them, and reports whether b was a well-formed array
+// all of whose elements each accepted. It checks the structure only: an
+// element's own validity is each's to judge.
+func arrayElements(b []byte, each func(i int, raw []byte) bool) bool {
+	i := skipSpace(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for n := 0; ; n++ {
+		start, depth := i, 0
+	scan:
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				for i++; i < len(b) && b[i] != '"'; i++ {
+					if b[i] == '\\' {
+						i++
+					}
+				}
+				if i >= len(b) {
+					return false
+				}
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth == 0 {
+					break scan
+				}
+				depth--
+			case ',':
+				if depth == 0 {
+					break scan
+				}
+			}
+		}
+		if i >= len(b) {
+			return false
+		}
+		end := i
+		for end > start && isSpace(b[end-1]) {
+			end--
+		}
+		if end == start || !each(n, b[start:end]) {
+			return false
+		}
+		if b[i] == ']' {
+			return skipSpace(b, i+1) == len(b)
+		}
+		i = skipSpace(b, i+1) // past ','
+	}
+}
+
+// isSpace is JSON's whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// decodeJSONStd is decodeJSON through encoding/json's Decoder alone.
+func decodeJSONStd(body []byte, o decodeOpts) (batch, *rejection) {
 	d := decoder{decodeOpts: o}
 	trimmed := bytes.TrimSpace(telemetry.TrimBOM(body))
 	if len(trimmed) == 0 || trimmed[0] != '[' {
