@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/benchcompare"
 	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/telemetry"
@@ -55,13 +57,29 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // cpuSample is the CPU used so far by this process (the benchmark, the
-// plain consumer and the in-process alerter) and by Redis's main thread.
-type cpuSample struct{ self, redis time.Duration }
+// plain consumer and the in-process alerter), by Redis's main thread and by
+// the broker (when brokerPID found it).
+type cpuSample struct{ self, redis, broker time.Duration }
+
+// brokerPID is the pid of the broker scripts/kafka.sh started, 0 when its
+// pid file is absent (brokers of NOFLY_KAFKA_BROKERS elsewhere): the broker
+// figures are then not reported.
+var brokerPID = sync.OnceValue(func() int {
+	raw, err := os.ReadFile(benchcompare.DefaultKafkaPIDFile())
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	return pid
+})
 
 func sampleCPU(rc *redis.Client) cpuSample {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	s := cpuSample{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	if pid := brokerPID(); pid > 0 {
+		s.broker, _ = benchcompare.ProcCPU(pid)
+	}
 	info, _ := rc.Info(context.Background(), "cpu").Result()
 	for _, l := range strings.Split(info, "\r\n") {
 		k, v, _ := strings.Cut(l, ":")
@@ -73,8 +91,12 @@ func sampleCPU(rc *redis.Client) cpuSample {
 	return s
 }
 
-func (s cpuSample) sub(o cpuSample) cpuSample { return cpuSample{s.self - o.self, s.redis - o.redis} }
-func (s cpuSample) add(o cpuSample) cpuSample { return cpuSample{s.self + o.self, s.redis + o.redis} }
+func (s cpuSample) sub(o cpuSample) cpuSample {
+	return cpuSample{s.self - o.self, s.redis - o.redis, s.broker - o.broker}
+}
+func (s cpuSample) add(o cpuSample) cpuSample {
+	return cpuSample{s.self + o.self, s.redis + o.redis, s.broker + o.broker}
+}
 
 // plainConsume reads every partition to its end with one kafka.Reader per
 // partition and decodes each record: the baseline.
@@ -262,6 +284,15 @@ func BenchmarkAlerterVsPlainConsumer(b *testing.B) {
 			b.ReportMetric(float64(franzCPU.self.Nanoseconds())/n, "kgo_go_cpu_ns/rec")
 			b.ReportMetric(float64(alertCPU.self.Nanoseconds())/n, "alerter_go_cpu_ns/rec")
 			b.ReportMetric(float64(alertCPU.redis.Nanoseconds())/n, "alerter_redis_cpu_ns/rec")
+			// The broker serving each side's fetches (and the alerter's
+			// group and offset commits); 10 ms ticks of /proc/PID/stat.
+			if brokerPID() > 0 {
+				b.ReportMetric(float64(plainCPU.broker.Nanoseconds())/n, "plain_broker_cpu_ns/rec")
+				b.ReportMetric(float64(franzCPU.broker.Nanoseconds())/n, "kgo_broker_cpu_ns/rec")
+				b.ReportMetric(float64(alertCPU.broker.Nanoseconds())/n, "alerter_broker_cpu_ns/rec")
+			} else {
+				b.Log("no pid file of scripts/kafka.sh's broker: its CPU is not reported")
+			}
 		})
 	}
 }
