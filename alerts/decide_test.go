@@ -63,7 +63,7 @@ func TestDecideMatchesApply(t *testing.T) {
 				pos = append(pos, alerts.Positioned{Offset: offs[k], Pos: dp})
 			}
 			if out := apply.Apply(ix, recs); out != nil {
-				add(&wantStats, out.Stats)
+				wantStats.Add(out.Stats)
 				for _, e := range out.Batch.Events {
 					wantJSON = append(append(wantJSON, e.JSON...), '\n')
 				}
@@ -72,7 +72,7 @@ func TestDecideMatchesApply(t *testing.T) {
 			}
 			var st alerts.Stats
 			events, st = decide.Decide(ix, pos, events[:0])
-			add(&gotStats, st)
+			gotStats.Add(st)
 			for i := range events {
 				gotJSON = append(events[i].AppendJSON(gotJSON), '\n')
 			}
@@ -99,14 +99,4 @@ func TestDecideMatchesApply(t *testing.T) {
 			}
 		}
 	}
-}
-
-func add(sum *alerts.Stats, s alerts.Stats) {
-	sum.Records += s.Records
-	sum.Applied += s.Applied
-	sum.Duplicates += s.Duplicates
-	sum.Invalid += s.Invalid
-	sum.Skipped += s.Skipped
-	sum.Raised += s.Raised
-	sum.Cleared += s.Cleared
 }

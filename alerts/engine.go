@@ -33,6 +33,17 @@ type Stats struct {
 	Cleared    int
 }
 
+// Add adds o's counts to s.
+func (s *Stats) Add(o Stats) {
+	s.Records += o.Records
+	s.Applied += o.Applied
+	s.Duplicates += o.Duplicates
+	s.Invalid += o.Invalid
+	s.Skipped += o.Skipped
+	s.Raised += o.Raised
+	s.Cleared += o.Cleared
+}
+
 // Outcome is what one batch decided. Nothing of it is durable until
 // Store.Commit(ctx, partition, Expected, Batch) succeeds.
 type Outcome struct {

@@ -3,9 +3,6 @@ package producer
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +30,10 @@ import (
 func BenchmarkBrokerCPU(b *testing.B) {
 	const parts, perCell = 12, 96_000
 	brokers := testenv.Kafka(b)
-	pid := brokerPID(b)
+	pid, err := benchcompare.KafkaPID()
+	if err != nil {
+		b.Fatalf("the broker's CPU is read through scripts/kafka.sh's pid file: %v", err)
+	}
 	var keys, values [][]byte
 	for _, p := range scenario.Generate(scenario.Config{Seed: 1, Drones: 400, Positions: 500}).Records[:perCell] {
 		keys = append(keys, []byte(p.DroneID))
@@ -131,23 +131,4 @@ func BenchmarkBrokerCPU(b *testing.B) {
 	}
 	b.ReportMetric(float64(cells[0].bytes)/float64(cells[0].n), "value_bytes")
 	b.ReportMetric(0, "ns/op")
-}
-
-// brokerPID is the pid of the broker scripts/kafka.sh started, checked to
-// be a running Kafka.
-func brokerPID(b *testing.B) int {
-	path := benchcompare.DefaultKafkaPIDFile()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatalf("the broker's CPU is read through scripts/kafka.sh's pid file: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		b.Fatalf("%s: %v", path, err)
-	}
-	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmd), "kafka") {
-		b.Fatalf("pid %d of %s is not a running Kafka broker (%v)", pid, path, err)
-	}
-	return pid
 }

@@ -153,12 +153,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 	apply := func(zones alerts.Zones, recs []alerts.Positioned) error {
 		var st alerts.Stats
 		events, st = eng.Decide(zones, recs, events[:0])
-		total.Records += st.Records
-		total.Applied += st.Applied
-		total.Duplicates += st.Duplicates
-		total.Skipped += st.Skipped
-		total.Raised += st.Raised
-		total.Cleared += st.Cleared
+		total.Add(st)
 		for i := range events {
 			if err := w.Write(&events[i]); err != nil {
 				return fmt.Errorf("write events: %w", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,11 +64,10 @@ type cpuSample struct{ self, redis, broker time.Duration }
 // pid file is absent (brokers of NOFLY_KAFKA_BROKERS elsewhere): the broker
 // figures are then not reported.
 var brokerPID = sync.OnceValue(func() int {
-	raw, err := os.ReadFile(benchcompare.DefaultKafkaPIDFile())
+	pid, err := benchcompare.KafkaPID()
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 	return pid
 })
 

@@ -63,6 +63,10 @@ type Config struct {
 	Log    *slog.Logger
 }
 
+// KafkaPID is the pid of the broker in scripts/kafka.sh's default pid file,
+// checked to be a running Kafka, for benchmarks that measure its CPU.
+func KafkaPID() (int, error) { return pidFile(DefaultKafkaPIDFile(), "kafka") }
+
 // DefaultKafkaPIDFile is where scripts/kafka.sh keeps the broker's pid.
 func DefaultKafkaPIDFile() string {
 	dir := os.Getenv("NOFLY_CACHE")
