@@ -98,7 +98,7 @@ start=$SECONDS
 # GET /v1/events/stream and GET /v1/map/positions are left out: a 200 is
 # a stream that never ends, so every generated request would wait for its
 # timeout. Their answers (status, content type, events, 400/410) are
-# api/stream_test.go's, cmd/alerter/sse_proc_test.go's and
+# api/stream_test.go's, internal/alerterd/sse_proc_test.go's and
 # api/mapview_test.go's.
 # From $work, so nothing it writes lands in the tree.
 (cd "$work" && SCHEMATHESIS_HOOKS=hooks PYTHONPATH=$SCRIPTS_DIR/schemathesis NOFLY_ST_ALARM_IDS=$ids \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs schemathesis against a live ingest: every operation of
-# cmd/ingest/openapi.yaml, every check, a bounded number of generated
+# internal/ingestd/openapi.yaml, every check, a bounded number of generated
 # requests each. Any disagreement between the description and what the
 # server answers fails the run.
 #
@@ -20,7 +20,7 @@ SKEW_AHEAD=600 # seconds; ingest's --max-clock-skew-ahead, which the hooks must 
 # The file, not $URL/openapi.yaml: schemathesis leaves out the operation
 # that serves the schema it loaded, and that one is described too (the Go
 # test checks that the served document is this file).
-SPEC=$PWD/cmd/ingest/openapi.yaml
+SPEC=$PWD/internal/ingestd/openapi.yaml
 BROKERS=${NOFLY_KAFKA_BROKERS:-127.0.0.1:9092}
 EXAMPLES=${SCHEMATHESIS_EXAMPLES:-200}
 SEED=${SCHEMATHESIS_SEED:-15}

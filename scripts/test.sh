@@ -23,7 +23,7 @@ echo "== go vet ./..."
 go vet ./...
 echo "== go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
-echo "== schemathesis: a live ingest against cmd/ingest/openapi.yaml"
+echo "== schemathesis: a live ingest against internal/ingestd/openapi.yaml"
 bash scripts/schemathesis.sh
 echo "== schemathesis: a live alerter against its merged API description"
 bash scripts/schemathesis-alerter.sh

@@ -1,6 +1,6 @@
 """Schemathesis hooks for ingest's description (scripts/schemathesis.sh).
 
-What cmd/ingest/openapi.yaml states that a JSON Schema cannot express:
+What internal/ingestd/openapi.yaml states that a JSON Schema cannot express:
 
 - NDJSON. OpenAPI 3.0 has no schema for a sequence of JSON texts, so an
   NDJSON body is described as the array of its lines' values; the

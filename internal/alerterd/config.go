@@ -1,0 +1,377 @@
+package alerterd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nofly-dev/nofly/alerts/outbox"
+	"github.com/nofly-dev/nofly/api"
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/envflag"
+)
+
+// Config is the alerter's configuration. Flags fill it, each with an
+// environment variable as fallback (a flag on the command line wins);
+// configFields names them, Validate names the bad field. README.md next to
+// this file has the table.
+type Config struct {
+	Brokers    []string
+	Topic      string
+	Partitions int // the topic is created with it if missing
+	Group      string
+
+	RedisAddr   string
+	RedisPrefix string
+	EventTTL    time.Duration
+
+	Zones string // GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
+	// StrictZones makes unknown GeoJSON zone properties errors (else
+	// warnings); ConservativeZones loads limits without a vertical
+	// reference or unit, and times without an offset, read as alarming
+	// most (else they are refused); AllowEmptyZones lets a file without
+	// zones start or reload (else refused: no zone looks like no
+	// violation). geofence/doc.go has the rules.
+	StrictZones       bool
+	ConservativeZones bool
+	AllowEmptyZones   bool
+
+	Batch  int           // records per batch at most
+	Linger time.Duration // how long a batch waits to fill after its first record
+
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
+
+	// Dispatch of the outbox (alerts/outbox), one dispatcher per owned
+	// partition, started and stopped with the partition's engine.
+	EventsTopic        string        // partition p's events go to its partition p; empty = no Kafka output
+	Webhooks           []WebhookURL  // NAME=URL, comma separated; --webhook is repeatable
+	WebhookMaxAttempts int           // attempts before an event is dead-lettered
+	WebhookTimeout     time.Duration // bound of one POST
+	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
+
+	HTTPAddr string // /metrics, /healthz, /readyz, /openapi.json and the API; empty = off
+
+	// The HTTP API (api/) on HTTPAddr. APITokens is the token file; without
+	// it the API is served only on a loopback HTTPAddr, unauthenticated, and
+	// is off on any other. AlarmRetention is how long alarm history is kept.
+	// The rates are requests per second (0: unlimited).
+	APITokens       string
+	APICORSOrigins  []string
+	APIRatePerToken int
+	APIRatePerAddr  int
+	AlarmRetention  time.Duration
+
+	LogLevel string
+}
+
+// WebhookURL is one --webhook NAME=URL: every event is POSTed to URL at
+// least once, with Idempotency-Key: <event_id>; NAME names its metrics and
+// Redis keys.
+type WebhookURL struct {
+	Name, URL string
+}
+
+// dispatchConfig is the outbox dispatcher's configuration for cfg; metrics
+// and logger are the caller's.
+func (c Config) dispatchConfig() outbox.Config {
+	hooks := make([]outbox.Webhook, len(c.Webhooks))
+	for i, w := range c.Webhooks {
+		hooks[i] = outbox.Webhook{Name: w.Name, URL: w.URL, Timeout: c.WebhookTimeout, MaxAttempts: c.WebhookMaxAttempts}
+	}
+	retention := c.OutboxRetention
+	if retention == 0 {
+		retention = -1 // outbox.Config: negative keeps every entry
+	}
+	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention}
+}
+
+// dispatching reports whether the outbox has any output.
+func (c Config) dispatching() bool { return c.EventsTopic != "" || len(c.Webhooks) > 0 }
+
+// DefaultConfig returns the defaults: local Kafka and Redis, 12 partitions,
+// batches of 500 records or 20 ms.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:            []string{"127.0.0.1:9092"},
+		Topic:              "telemetry.positions",
+		Partitions:         12,
+		Group:              "nofly-alerter",
+		RedisAddr:          "127.0.0.1:6379",
+		RedisPrefix:        dedup.DefaultPrefix,
+		EventTTL:           dedup.DefaultEventTTL,
+		Batch:              500,
+		Linger:             20 * time.Millisecond,
+		SessionTimeout:     10 * time.Second,
+		HeartbeatInterval:  time.Second,
+		RebalanceTimeout:   30 * time.Second,
+		EventsTopic:        "alerts.events",
+		WebhookMaxAttempts: outbox.DefaultWebhookMaxAttempts,
+		WebhookTimeout:     10 * time.Second,
+		OutboxRetention:    outbox.DefaultRetention,
+		HTTPAddr:           ":9102",
+		APIRatePerToken:    api.DefaultRatePerToken,
+		APIRatePerAddr:     api.DefaultRatePerAddr,
+		AlarmRetention:     dedup.DefaultAlarmRetention,
+		LogLevel:           "info",
+	}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = envflag.ErrConfig
+
+func badField(field, msg string) error { return configFields.Error(field, msg) }
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if msg := envflag.CheckBrokers(c.Brokers); msg != "" {
+		return badField("Brokers", msg)
+	}
+	if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+		return badField("RedisAddr", fmt.Sprintf("%q is not host:port", c.RedisAddr))
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			return badField("HTTPAddr", fmt.Sprintf("%q is not host:port (empty turns it off)", c.HTTPAddr))
+		}
+	}
+	switch {
+	case !validTopic(c.Topic):
+		return badField("Topic", fmt.Sprintf("%q is not a Kafka topic name", c.Topic))
+	case c.Partitions < 1:
+		return badField("Partitions", "must be at least 1")
+	case c.Group == "":
+		return badField("Group", "required")
+	case c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}"):
+		return badField("RedisPrefix", "required, without { or }")
+	case c.EventTTL < time.Minute:
+		return badField("EventTTL", "must be at least 1m (it must outlive any replay window)")
+	case c.Zones == "":
+		return badField("Zones", "a zone file is required")
+	case c.Batch < 1:
+		return badField("Batch", "must be at least 1")
+	case c.Linger < 0:
+		return badField("Linger", "must not be negative")
+	case c.HeartbeatInterval <= 0:
+		return badField("HeartbeatInterval", "must be positive")
+	case c.SessionTimeout < 3*c.HeartbeatInterval:
+		return badField("SessionTimeout", fmt.Sprintf("must be at least 3 heartbeats (%v)", 3*c.HeartbeatInterval))
+	case c.RebalanceTimeout < time.Second:
+		return badField("RebalanceTimeout", "must be at least 1s")
+	case c.EventsTopic != "" && !validTopic(c.EventsTopic):
+		return badField("EventsTopic", fmt.Sprintf("%q is not a Kafka topic name (empty turns the Kafka output off)", c.EventsTopic))
+	case c.EventsTopic != "" && c.EventsTopic == c.Topic:
+		return badField("EventsTopic", "must not be the telemetry topic")
+	case c.WebhookMaxAttempts < 1:
+		return badField("WebhookMaxAttempts", "must be at least 1")
+	case c.WebhookTimeout <= 0:
+		return badField("WebhookTimeout", "must be positive")
+	case c.OutboxRetention < 0:
+		return badField("OutboxRetention", "must not be negative (0 keeps every entry)")
+	case c.APIRatePerToken < 0:
+		return badField("APIRatePerToken", "must not be negative (0: unlimited)")
+	case c.APIRatePerAddr < 0:
+		return badField("APIRatePerAddr", "must not be negative (0: unlimited)")
+	case c.AlarmRetention < time.Minute:
+		return badField("AlarmRetention", "must be at least 1m")
+	}
+	for _, o := range c.APICORSOrigins {
+		if o != "*" && !validOrigin(o) {
+			return badField("APICORSOrigins", fmt.Sprintf("%q is not an origin (scheme://host[:port], or *)", o))
+		}
+	}
+	for i, w := range c.Webhooks {
+		if err := (outbox.Config{Topic: c.Topic, Webhooks: []outbox.Webhook{{Name: w.Name, URL: w.URL}}}).Validate(); err != nil {
+			return badField("Webhooks", fmt.Sprintf("%s=%s: %s", w.Name, w.URL, strings.TrimPrefix(err.Error(), outbox.ErrInvalidConfig.Error()+": ")))
+		}
+		for _, o := range c.Webhooks[:i] {
+			if o.Name == w.Name {
+				return badField("Webhooks", fmt.Sprintf("name %q is used twice", w.Name))
+			}
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return badField("LogLevel", err.Error())
+	}
+	return nil
+}
+
+// validOrigin reports whether s is a browser origin: scheme://host[:port]
+// with nothing after.
+func validOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil
+}
+
+func validTopic(s string) bool {
+	return s != "" && s != "." && s != ".." && len(s) <= 249 &&
+		strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	return l, nil
+}
+
+// configFields is the alerter's configuration table, in the order of
+// Config: flags, their environment fallback, usage, errors, README's tables
+// (TestReadmeTable) and Environ all come from it. A new field is one row here
+// (TestConfigFieldsCoverConfig holds it to Config) and its rule in Validate.
+var configFields = envflag.Fields[Config]{
+	{Name: "Brokers", Flag: "brokers", Env: "NOFLY_KAFKA_BROKERS", Usage: "Kafka bootstrap brokers, comma separated host:port"},
+	{Name: "Topic", Flag: "topic", Env: "NOFLY_TELEMETRY_TOPIC", Usage: "telemetry topic"},
+	{Name: "Partitions", Flag: "partitions", Env: "NOFLY_TELEMETRY_PARTITIONS", Usage: "partition count the topic is created with when missing"},
+	{Name: "Group", Flag: "group", Env: "NOFLY_ALERTER_GROUP", Usage: "consumer group id"},
+	{Name: "RedisAddr", Flag: "redis", Env: "NOFLY_REDIS_ADDR", Usage: "Redis host:port"},
+	{Name: "RedisPrefix", Flag: "redis-prefix", Env: "NOFLY_REDIS_PREFIX", Usage: "first part of every Redis key's hash tag"},
+	{Name: "EventTTL", Flag: "event-ttl", Env: "NOFLY_EVENT_TTL", Usage: "lifetime of an event's unique key in Redis"},
+	{Name: "Zones", Flag: "zones", Env: "NOFLY_ZONES", Usage: "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP"},
+	{Name: "StrictZones", Flag: "strict-zones", Env: "NOFLY_STRICT_ZONES", Usage: "unknown GeoJSON zone properties are errors, not warnings"},
+	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},
+	{Name: "AllowEmptyZones", Flag: "allow-empty-zones", Env: "NOFLY_ALLOW_EMPTY_ZONES", Usage: "start (and reload) with a zone file that leaves no zone, which raises no alarm"},
+	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
+	{Name: "Linger", Flag: "linger", Env: "NOFLY_ALERTER_LINGER", Usage: "how long a batch waits to fill after its first record"},
+	{Name: "SessionTimeout", Flag: "session-timeout", Env: "NOFLY_ALERTER_SESSION_TIMEOUT", Usage: "consumer group session timeout"},
+	{Name: "HeartbeatInterval", Flag: "heartbeat", Env: "NOFLY_ALERTER_HEARTBEAT", Usage: "consumer group heartbeat interval"},
+	{Name: "RebalanceTimeout", Flag: "rebalance-timeout", Env: "NOFLY_ALERTER_REBALANCE_TIMEOUT", Usage: "consumer group rebalance timeout"},
+	{Name: "EventsTopic", Flag: "events-topic", Env: "NOFLY_EVENTS_TOPIC", Usage: "Kafka topic the outbox is dispatched to (partition p to partition p, created with the telemetry topic's partition count); empty turns the Kafka output off"},
+	{Name: "Webhooks", Flag: "webhook", Env: "NOFLY_WEBHOOKS", Usage: "NAME=URL of a webhook that receives every event (at least once, Idempotency-Key: event_id); repeatable, or comma separated", Value: func(p any) flag.Value { return (*webhookFlag)(p.(*[]WebhookURL)) }},
+	{Name: "WebhookMaxAttempts", Flag: "webhook-max-attempts", Env: "NOFLY_WEBHOOK_MAX_ATTEMPTS", Usage: "attempts per event and webhook before the event is dead-lettered"},
+	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
+	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
+	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
+	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},
+	{Name: "APICORSOrigins", Flag: "api-cors-origins", Env: "NOFLY_API_CORS_ORIGINS", Usage: "origins a browser may call the API from, comma separated (* for any); empty: no CORS"},
+	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
+	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
+	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
+	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
+}
+
+// Environ returns what starts `alerter serve` as a subprocess with exactly
+// c: the NOFLY_* variables of its non-empty fields, and --flag= for its
+// empty ones, which no variable can set (envflag.Fields.Environ).
+func (c Config) Environ() (env, flags []string) { return configFields.Environ(c) }
+
+// webhookFlag is --webhook NAME=URL: repeatable, and a comma-separated
+// list in one value (NOFLY_WEBHOOKS) adds each.
+type webhookFlag []WebhookURL
+
+func (w *webhookFlag) String() string {
+	var parts []string
+	for _, h := range *w {
+		parts = append(parts, h.Name+"="+h.URL)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (w *webhookFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		name, url, ok := strings.Cut(p, "=")
+		if !ok || name == "" || url == "" {
+			return fmt.Errorf("%q is not NAME=URL", p)
+		}
+		*w = append(*w, WebhookURL{Name: strings.TrimSpace(name), URL: strings.TrimSpace(url)})
+	}
+	return nil
+}
+
+// flagSet registers Config fields as flags with environment fallbacks.
+type flagSet struct{ *envflag.FlagSet }
+
+func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
+
+// field registers the row of configFields named field with usage. It and
+// usages serve replay.go and redrive.go, until they call
+// configFields.RegisterOnly and Field(name).Register themselves.
+func (f *flagSet) field(c *Config, field, usage string) {
+	configFields.Field(field).Register(f.FlagSet, c, usage)
+}
+
+// usages is the Usage of each row of configFields.
+var usages = func() map[string]string {
+	m := make(map[string]string, len(configFields))
+	for _, f := range configFields {
+		m[f.Name] = f.Usage
+	}
+	return m
+}()
+
+// parseConfig builds the serve configuration from args and the environment.
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	fs := newFlagSet("alerter")
+	configFields.Register(fs.FlagSet, &c)
+	if err := fs.Parse(args, getenv); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// zoneSource is where the zones come from and how they are read.
+type zoneSource struct {
+	path       string
+	loader     geofence.Loader
+	allowEmpty bool
+}
+
+func (c Config) zoneSource() zoneSource {
+	return zoneSource{path: c.Zones, loader: geofence.Loader{Strict: c.StrictZones, Conservative: c.ConservativeZones}, allowEmpty: c.AllowEmptyZones}
+}
+
+// errNoZones: the zone file leaves no zone and --allow-empty-zones is off.
+var errNoZones = errors.New("no zone loaded: nothing would raise an alarm (--allow-empty-zones, NOFLY_ALLOW_EMPTY_ZONES, if that is meant)")
+
+// load reads the zone file and builds its index; the report says what
+// was loaded, dropped and warned of.
+func (s zoneSource) load() (*geofence.Index, geofence.LoadReport, error) {
+	set, err := s.loader.LoadFile(s.path)
+	if err != nil {
+		if !s.loader.Conservative && strings.Contains(err.Error(), "load conservatively") {
+			return nil, geofence.LoadReport{}, fmt.Errorf("load zones (--conservative-zones loads what is missing read as alarming most): %w", err)
+		}
+		return nil, geofence.LoadReport{}, fmt.Errorf("load zones: %w", err)
+	}
+	if len(set.Zones) == 0 && !s.allowEmpty {
+		return nil, set.Report, fmt.Errorf("load zones: %s: %w", set.Report.Summary(), errNoZones)
+	}
+	ix, err := geofence.NewIndex(set)
+	if err != nil {
+		return nil, set.Report, fmt.Errorf("index zones %s: %w", s.path, err)
+	}
+	return ix, set.Report, nil
+}
+
+// logZoneReport logs a load's summary and each of its warnings.
+func logZoneReport(log *slog.Logger, msg string, r geofence.LoadReport, version string) {
+	for _, w := range r.Warnings {
+		log.Warn("zone file warning", "file", w.File, "feature", w.Feature, "id", w.ID, "field", w.Field, "msg", w.Msg)
+	}
+	if r.Truncated > 0 {
+		log.Warn("zone file warnings left out", "file", r.File, "count", r.Truncated)
+	}
+	attrs := []any{"file", r.File, "format", r.Format, "version", version, "zones", r.Zones,
+		"dropped", len(r.Dropped), "warnings", len(r.Warnings) + r.Truncated, "summary", r.Summary()}
+	for reason, n := range r.DroppedBy() {
+		attrs = append(attrs, "dropped_"+reason, n)
+	}
+	if r.Zones == 0 {
+		log.Warn(msg+" (none: nothing raises an alarm)", attrs...)
+		return
+	}
+	log.Info(msg, attrs...)
+}

@@ -1,0 +1,171 @@
+package alerterd
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(Config) bool
+		wantErr string
+	}{
+		{"zones required", nil, nil, nil, "Zones (--zones, NOFLY_ZONES)"},
+		{"defaults", []string{"--zones", "z.geojson"}, nil, func(c Config) bool {
+			d := DefaultConfig()
+			d.Zones = "z.geojson"
+			return reflect.DeepEqual(c, d)
+		}, ""},
+		{"env fills", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_KAFKA_BROKERS": "a:1,b:2", "NOFLY_ALERTER_BATCH": "7", "NOFLY_ALERTER_LINGER": "5ms"},
+			func(c Config) bool {
+				return c.Zones == "z" && reflect.DeepEqual(c.Brokers, []string{"a:1", "b:2"}) && c.Batch == 7 && c.Linger == 5*time.Millisecond
+			}, ""},
+		{"flag beats env", []string{"--batch", "9"}, map[string]string{"NOFLY_ZONES": "z", "NOFLY_ALERTER_BATCH": "7"},
+			func(c Config) bool { return c.Batch == 9 }, ""},
+		{"bad batch", []string{"--zones", "z", "--batch", "0"}, nil, nil, "Batch (--batch, NOFLY_ALERTER_BATCH)"},
+		{"bad env value", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_ALERTER_BATCH": "x"}, nil, "NOFLY_ALERTER_BATCH"},
+		{"bad broker", []string{"--zones", "z", "--brokers", "nohost"}, nil, nil, "Brokers"},
+		{"prefix without braces", []string{"--zones", "z", "--redis-prefix", "a{b"}, nil, nil, "RedisPrefix"},
+		{"session vs heartbeat", []string{"--zones", "z", "--session-timeout", "2s", "--heartbeat", "1s"}, nil, nil, "SessionTimeout"},
+		{"http off", []string{"--zones", "z", "--http", ""}, nil, func(c Config) bool { return c.HTTPAddr == "" }, ""},
+		{"zone options", []string{"--zones", "z", "--strict-zones", "--conservative-zones", "--allow-empty-zones"}, nil, func(c Config) bool {
+			s := c.zoneSource()
+			return c.StrictZones && c.ConservativeZones && c.AllowEmptyZones && s.loader.Strict && s.loader.Conservative && s.allowEmpty
+		}, ""},
+		{"zone options from env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "true", "NOFLY_CONSERVATIVE_ZONES": "1", "NOFLY_ALLOW_EMPTY_ZONES": "false"},
+			func(c Config) bool { return c.StrictZones && c.ConservativeZones && !c.AllowEmptyZones }, ""},
+		{"bad bool env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "maybe"}, nil, "NOFLY_STRICT_ZONES"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args, env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want ErrConfig naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("config = %+v", c)
+			}
+		})
+	}
+}
+
+// TestReadmeTable keeps README.md's table in step with the flags: a row
+// per field with its flag, variable and default (configFields).
+func TestReadmeTable(t *testing.T) {
+	b, err := os.ReadFile("../../cmd/alerter/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 2) {
+		t.Errorf("cmd/alerter/README.md: %s", d)
+	}
+}
+
+// TestTopReadmeTable keeps the repository README's one configuration table
+// (variable, flag, commands, default) in step with this command's flags.
+func TestTopReadmeTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 3) {
+		t.Errorf("../../README.md: %s", d)
+	}
+}
+
+// TestConfigFieldsCoverConfig: every Config field has a row in the table,
+// and every row names a field, so a new field cannot miss its flag.
+func TestConfigFieldsCoverConfig(t *testing.T) {
+	for _, m := range configFields.Missing() {
+		t.Error(m)
+	}
+}
+
+// TestEnvironRoundTrip: a configuration unlike the defaults in every field,
+// turned into variables and parsed back, is itself; so is one that empties
+// what can be empty, through flags (no variable can clear a default).
+func TestEnvironRoundTrip(t *testing.T) {
+	c := Config{
+		Brokers: []string{"k1:1", "k2:2"}, Topic: "t.x", Partitions: 3, Group: "g",
+		RedisAddr: "r:1", RedisPrefix: "p", EventTTL: 2 * time.Hour,
+		Zones: "z.geojson", StrictZones: true, ConservativeZones: true, AllowEmptyZones: true,
+		Batch: 7, Linger: 5 * time.Millisecond,
+		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
+		EventsTopic: "e.x", Webhooks: []WebhookURL{{"a", "http://h:1/a"}, {"b", "https://h/b?q=1"}},
+		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
+		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
+		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
+		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
+	}
+	d := DefaultConfig()
+	cv, dv := reflect.ValueOf(c), reflect.ValueOf(d)
+	for i := range cv.NumField() {
+		if reflect.DeepEqual(cv.Field(i).Interface(), dv.Field(i).Interface()) {
+			t.Fatalf("field %s is its default: the round trip would not test it", cv.Type().Field(i).Name)
+		}
+	}
+	vars, flags := c.Environ()
+	if len(vars) != len(configFields) || flags != nil {
+		t.Fatalf("Environ gave %d variables and flags %v, want %d variables and no flag: %v", len(vars), flags, len(configFields), vars)
+	}
+	env := map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("parsed back\n%+v\nwant\n%+v", got, c)
+	}
+
+	empty := DefaultConfig()
+	empty.Zones = "z"
+	empty.EventsTopic, empty.HTTPAddr = "", ""
+	vars, flags = empty.Environ()
+	if want := []string{"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins="}; !reflect.DeepEqual(flags, want) {
+		t.Fatalf("flags %v, want %v", flags, want)
+	}
+	env = map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	// The variables an operator's shell might hold lose to the flags.
+	env["NOFLY_EVENTS_TOPIC"], env["NOFLY_ALERTER_HTTP"] = "other.events", ":1"
+	if got, err = parseConfig(flags, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, empty) {
+		t.Fatalf("parsed back\n%+v\nwant\n%+v", got, empty)
+	}
+}
+
+// TestRetentionReachesStores: --alarm-retention is the alarm index's
+// retention in the batch script and the zone store's history length.
+func TestRetentionReachesStores(t *testing.T) {
+	c := DefaultConfig()
+	c.AlarmRetention = 5 * time.Hour
+	if got := c.groupOptions(nil, nil, nil).AlarmRetention; got != c.AlarmRetention {
+		t.Errorf("consume.Options.AlarmRetention = %v, want %v", got, c.AlarmRetention)
+	}
+	if got := c.zoneRetention(); got != c.AlarmRetention {
+		t.Errorf("zone retention = %v, want %v", got, c.AlarmRetention)
+	}
+}

@@ -1,0 +1,124 @@
+package alerterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/nofly-dev/nofly/alerts/consume"
+	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/scenario"
+	"github.com/nofly-dev/nofly/internal/testenv"
+)
+
+// member is one alerter of the group run in this process through the
+// runtime package, with clients of its own.
+type member struct {
+	g    *consume.Group
+	stop func()
+}
+
+// startMember starts a group member the way a demo or a benchmark would:
+// alerts/consume with an injected Kafka dialer and go-redis client, its own
+// outbox dispatcher and metrics registry, no subprocess and no serve().
+func (p *pipeline) startMember(name string, zones *geofence.Current) *member {
+	t := p.t
+	cfg := p.config()
+	log := testLog(t).With("member", name)
+	rc := newRedisClient(cfg.RedisAddr, "inprocess-"+name)
+	m := newMetrics()
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := newDispatcher(ctx, cfg, p.partitions, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.groupOptions(rc, zones, log)
+	o.Dialer = &kafka.Dialer{ClientID: "nofly-inprocess-" + name, Timeout: 10 * time.Second, DualStack: true}
+	o.Registerer = m.reg
+	o.Dispatcher = d.d
+	g, err := consume.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("member %s: %v", name, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("member %s did not stop within 60s", name)
+		}
+		d.close()
+		_ = rc.Close()
+	}
+	t.Cleanup(stop)
+	return &member{g: g, stop: stop}
+}
+
+// TestInProcessGroupProof: two alerters in one process, started through
+// alerts/consume, share the scenario's partitions: the first runs alone,
+// the second joins mid-stream (a rebalance 1 -> 2), the first leaves before
+// the end (2 -> 1). The outbox equals the independent reference (0
+// missing, 0 duplicate) and the events topic holds every event once.
+func TestInProcessGroupProof(t *testing.T) {
+	t.Parallel()
+	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
+	sc := scenario.Generate(scenario.DefaultConfig())
+	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	p := newPipeline(t, brokers, raddr, 6).withEvents()
+	ix, err := loadZones(zonesPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zones geofence.Current
+	zones.Store(ix)
+
+	third := len(sc.Records) / 3
+	a := p.startMember("a", &zones)
+	p.produce(sc.Records[:third])
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		if a.g.Processed() == 0 {
+			return errors.New("a has processed nothing yet")
+		}
+		return nil
+	})
+	b := p.startMember("b", &zones)
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		na, nb := a.g.Partitions(), b.g.Partitions()
+		if na == 0 || nb == 0 || na+nb != p.partitions {
+			return fmt.Errorf("partitions a=%d b=%d, want both owning some of %d", na, nb, p.partitions)
+		}
+		return nil
+	})
+	p.produce(sc.Records[third : 2*third])
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		if b.g.Processed() == 0 {
+			return errors.New("b has processed nothing yet")
+		}
+		return nil
+	})
+	a.stop()
+	aDone := a.g.Processed()
+	p.produce(sc.Records[2*third:])
+	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
+	if b.g.Partitions() != p.partitions {
+		t.Errorf("b runs %d partitions after a left, want %d", b.g.Partitions(), p.partitions)
+	}
+	t.Logf("a processed %d records, b %d", aDone, b.g.Processed())
+	p.checkEventsTopic()
+	b.stop()
+	compareEvents(t, "two in-process alerters", want, eventsFromNDJSON(t, p.outbox()))
+}
