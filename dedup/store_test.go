@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/embedded"
 	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -29,6 +30,22 @@ func implementations(t *testing.T) map[string]func(t *testing.T) storeUnderTest 
 		"redis": func(t *testing.T) storeUnderTest {
 			s, err := dedup.NewRedis(testenv.RedisClient(t), dedup.RedisOptions{
 				Prefix: testenv.RedisPrefix(t, "dedup"), Topic: "telemetry.positions", EventTTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		// The embedded default's Redis (miniredis, cmd/demo): the same
+		// contract, so the demo is proven to keep the store's promises.
+		"embedded": func(t *testing.T) storeUnderTest {
+			r, err := embedded.StartRedis(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: "dedup", Topic: "telemetry.positions", EventTTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

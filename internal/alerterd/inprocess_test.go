@@ -72,10 +72,31 @@ func (p *pipeline) startMember(name string, zones *geofence.Current) *member {
 // alerts/consume, share the scenario's partitions: the first runs alone,
 // the second joins mid-stream (a rebalance 1 -> 2), the first leaves before
 // the end (2 -> 1). The outbox equals the independent reference (0
-// missing, 0 duplicate) and the events topic holds every event once.
+// missing, 0 duplicate) and the events topic holds every event once. It
+// runs on the real services and on the embedded default (cmd/demo's
+// in-process broker and Redis), which must pass the same proof.
 func TestInProcessGroupProof(t *testing.T) {
 	t.Parallel()
-	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
+	stacks := []struct {
+		name  string
+		start func(t *testing.T) (brokers []string, redisAddr string)
+	}{
+		{"real", func(t *testing.T) ([]string, string) { return testenv.Kafka(t), testenv.Redis(t) }},
+		{"embedded", func(t *testing.T) ([]string, string) {
+			s := testenv.Embedded(t)
+			return s.Brokers(), s.RedisAddr()
+		}},
+	}
+	for _, st := range stacks {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			brokers, raddr := st.start(t)
+			inProcessGroupProof(t, brokers, raddr)
+		})
+	}
+}
+
+func inProcessGroupProof(t *testing.T, brokers []string, raddr string) {
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := reference(loadRefZones(t, zonesPath()), sc.Records)
 	p := newPipeline(t, brokers, raddr, 6).withEvents()

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/internal/embedded"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 )
 
@@ -257,4 +258,18 @@ func DeleteRedisKeys(ctx context.Context, addr, pattern string) {
 	if len(batch) > 0 {
 		c.Unlink(ctx, batch...)
 	}
+}
+
+// Embedded starts the embedded default's in-process Kafka and Redis
+// (internal/embedded, what `make demo` runs on) for one test and stops them
+// when it ends: contract tests run on it beside the real services to prove
+// the demo's backends keep the same promises.
+func Embedded(t testing.TB) *embedded.Stack {
+	t.Helper()
+	s, err := embedded.Start(context.Background(), embedded.Options{})
+	if err != nil {
+		t.Fatalf("embedded stack: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
