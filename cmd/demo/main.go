@@ -1,17 +1,23 @@
-// Command demo runs the whole pipeline on this machine and shows it working:
+// Command demo runs the whole pipeline in one process and shows it working:
 //
 //	make demo     (go run ./cmd/demo)
 //
-// It starts the real Kafka broker and Redis server with scripts/services.sh,
-// builds and starts cmd/ingest and cmd/alerter on topics, a consumer group and
-// Redis keys of its own (so a demo never mixes with another run), flies a
-// simulated fleet across real airports (the embedded default zone set,
-// testdata/zones/airports.geojson) through ingest's HTTP API with a share of
-// records sent twice, and prints every alarm as the alerter writes it to the
-// outbox. At the end it checks the promise: no event twice, the live events
-// equal what `alerter replay` computes from the records that were sent, and
-// the run's alerts.events topic, read as a read_committed consumer reads it,
-// holds every outbox event exactly once.
+// By default it needs nothing but Go: ingest, the alerter (with its alert
+// API and dashboard) and a simulated fleet run in this process, on an
+// embedded Kafka-protocol broker and an embedded Redis (internal/embedded),
+// through the very code the services run (internal/ingestd and
+// internal/alerterd's Main). With --real, or NOFLY_KAFKA_BROKERS /
+// NOFLY_REDIS_ADDR set, it runs on the real services instead (--real starts
+// them with scripts/services.sh).
+//
+// The fleet flies missions from sites near real airports (internal/fleet)
+// through ingest's HTTP API with a share of records sent twice, and every
+// alarm is printed as the alerter writes it to the outbox. Then it checks
+// the promise: no event twice, the live events equal what `alerter replay`
+// computes from the records that were sent, and the run's alerts.events
+// topic, read as a read_committed consumer reads it, holds every outbox
+// event exactly once. On a terminal it then keeps the fleet flying (in real
+// time) and the dashboard up until Ctrl-C.
 package main
 
 import (
@@ -27,7 +33,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -39,8 +44,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/internal/alerterd"
 	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/internal/fleet"
+	"github.com/nofly-dev/nofly/internal/ingestd"
 	"github.com/nofly-dev/nofly/internal/redislayout"
 )
 
@@ -52,6 +59,7 @@ type config struct {
 	zones      string
 	partitions int
 	seed       uint64
+	real       bool
 	brokers    string
 	redis      string
 	keep       bool
@@ -61,16 +69,17 @@ type config struct {
 func main() {
 	var c config
 	flag.IntVar(&c.drones, "drones", 40, "simulated drones")
-	flag.DurationVar(&c.duration, "duration", 40*time.Second, "how long the fleet flies")
-	flag.IntVar(&c.stepsPerS, "speedup", 20, "simulated seconds per wall-clock second (one fix per drone per simulated second)")
+	flag.DurationVar(&c.duration, "duration", 40*time.Second, "how long the fleet flies before the checks")
+	flag.IntVar(&c.stepsPerS, "speedup", 20, "simulated seconds per wall-clock second before the checks (one fix per drone per simulated second)")
 	flag.Float64Var(&c.dupRate, "dup-rate", 0.05, "share of records the feed sends twice")
 	flag.StringVar(&c.zones, "zones", "testdata/zones/airports.geojson", "zone set (GeoJSON, ED-269 or ED-318)")
 	flag.IntVar(&c.partitions, "partitions", 12, "partitions of the demo's telemetry topic")
 	flag.Uint64Var(&c.seed, "seed", uint64(time.Now().Unix()), "fleet seed")
-	flag.StringVar(&c.brokers, "brokers", envOr("NOFLY_KAFKA_BROKERS", "127.0.0.1:9092"), "Kafka brokers (env NOFLY_KAFKA_BROKERS)")
-	flag.StringVar(&c.redis, "redis", envOr("NOFLY_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (env NOFLY_REDIS_ADDR)")
-	flag.BoolVar(&c.keep, "keep", false, "leave the demo's topic and Redis keys in place afterwards")
-	flag.BoolVar(&c.hold, "hold", isTerminal(os.Stdout), "after the checks, keep the pipeline and its dashboard up until Ctrl-C (default: when stdout is a terminal)")
+	flag.BoolVar(&c.real, "real", false, "run on the real Kafka and Redis, started by scripts/services.sh (needs Java and Debian's redis-server), instead of the embedded ones")
+	flag.StringVar(&c.brokers, "brokers", os.Getenv("NOFLY_KAFKA_BROKERS"), "real Kafka brokers to run on (env NOFLY_KAFKA_BROKERS; empty: the embedded broker, or 127.0.0.1:9092 with --real)")
+	flag.StringVar(&c.redis, "redis", os.Getenv("NOFLY_REDIS_ADDR"), "real Redis to run on (env NOFLY_REDIS_ADDR; empty: the embedded Redis, or 127.0.0.1:6379 with --real)")
+	flag.BoolVar(&c.keep, "keep", false, "on real services, leave the demo's topics and Redis keys in place afterwards")
+	flag.BoolVar(&c.hold, "hold", isTerminal(os.Stdout), "after the checks, keep the fleet flying and the dashboard up until Ctrl-C (default: when stdout is a terminal)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,48 +95,37 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 func say(format string, args ...any) { fmt.Printf("\033[1m▶ "+format+"\033[0m\n", args...) }
 
 func run(ctx context.Context, c config) error {
+	began := time.Now()
 	if _, err := os.Stat(c.zones); err != nil {
 		return fmt.Errorf("zone set %s: %w (run the demo from the repository root)", c.zones, err)
 	}
-	say("starting Kafka and Redis (scripts/services.sh start)")
-	if err := runCmd(ctx, "bash", "scripts/services.sh", "start"); err != nil {
+	st, err := openStack(ctx, c)
+	if err != nil {
 		return err
 	}
-
+	defer st.close()
 	tmp, err := os.MkdirTemp("", "nofly-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	say("building cmd/ingest and cmd/alerter")
-	if err := runCmd(ctx, "go", "build", "-o", tmp+"/", "./cmd/ingest", "./cmd/alerter"); err != nil {
-		return err
-	}
 
 	runID := "demo-" + strconv.FormatInt(time.Now().Unix(), 36)
 	topic := runID + ".telemetry.positions"
 	eventsTopic := runID + ".alerts.events"
 	ingestAddr, alerterAddr := freeAddr(), freeAddr()
-	// Flags, not NOFLY_* variables: a flag the command no longer has stops
-	// it at start, where a variable it no longer reads would be ignored and
-	// its default used (each command's table is in its package main, which
-	// the demo cannot import). Flags also win over any NOFLY_* variable of
-	// the shell the demo runs in.
-	common := []string{"--brokers=" + c.brokers, "--topic=" + topic,
+	brokers := strings.Join(st.brokers, ",")
+	// The services get their configuration as flags, as on a command
+	// line, and no environment: the demo's run must not pick up a
+	// NOFLY_* variable of the shell it runs in.
+	common := []string{"--brokers=" + brokers, "--topic=" + topic,
 		"--partitions=" + strconv.Itoa(c.partitions), "--log-level=warn"}
-	ingest := start(ctx, tmp+"/ingest", append([]string{"serve", "--addr=" + ingestAddr}, common...), tmp+"/ingest.log")
+	ingest := startService(ctx, "ingest", ingestd.Main, append([]string{"serve", "--addr=" + ingestAddr}, common...), tmp+"/ingest.log")
 	defer ingest.stop()
-	alerter := start(ctx, tmp+"/alerter", append([]string{"serve", "--redis=" + c.redis,
+	alerter := startService(ctx, "alerter", alerterd.Main, append([]string{"serve", "--redis=" + st.redis,
 		"--redis-prefix=" + runID, "--group=" + runID, "--zones=" + c.zones,
 		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}, common...), tmp+"/alerter.log")
 	defer alerter.stop()
@@ -140,30 +138,33 @@ func run(ctx context.Context, c config) error {
 	}
 	say("ingest  http://%s   (POST /v1/telemetry, /metrics, /openapi.yaml)", ingestAddr)
 	say("alerter http://%s   (/v1/alarms, /v1/events/stream, /metrics, /openapi.json; loopback: no token); topics %s and %s, Redis prefix %s", alerterAddr, topic, eventsTopic, runID)
-	say("dashboard: open http://%s/ to follow the drones and alarms on the map and acknowledge them", alerterAddr)
+	say("dashboard: open http://%s/ to follow the drones and alarms on the map and acknowledge them (up %.1f s after the start)", alerterAddr, time.Since(began).Seconds())
 
-	rdb := redis.NewClient(&redis.Options{Addr: c.redis})
+	rdb := redis.NewClient(&redis.Options{Addr: st.redis})
 	defer rdb.Close()
-	if !c.keep {
-		defer cleanup(rdb, c.brokers, runID, topic, eventsTopic)
+	if st.shared && !c.keep {
+		defer cleanup(rdb, brokers, runID, topic, eventsTopic)
 	}
 	events := make(chan event, 1024)
 	tailCtx, stopTail := context.WithCancel(ctx)
 	defer stopTail()
 	go tail(tailCtx, rdb, runID, topic, c.partitions, events)
+	printed := make(chan struct{})
 	go func() {
+		defer close(printed)
 		for e := range events {
 			fmt.Println(e)
 		}
 	}()
 
 	sentFile := filepath.Join(tmp, "sent.ndjson")
-	sent, dups, err := fly(ctx, c, "http://"+ingestAddr, sentFile)
+	fl := newFleet(c)
+	sent, dups, err := fly(ctx, c, fl, "http://"+ingestAddr, sentFile)
 	if err != nil {
 		return err
 	}
-	say("fleet landed: %d records sent, %d of them a second time; waiting for the alerter to catch up", sent, dups)
-	if err := caughtUp(ctx, c.brokers, rdb, runID, topic, c.partitions); err != nil {
+	say("fleet flew %v of missions in %v: %d records sent, %d of them a second time; waiting for the alerter to catch up", time.Duration(c.stepsPerS)*c.duration, c.duration, sent, dups)
+	if err := caughtUp(ctx, brokers, rdb, runID, topic, c.partitions); err != nil {
 		return fmt.Errorf("%w\nalerter log:\n%s", err, alerter.tailLog())
 	}
 	live, err := readOutbox(ctx, rdb, runID, topic, c.partitions)
@@ -174,14 +175,14 @@ func run(ctx context.Context, c config) error {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(events) > 0; {
 		time.Sleep(50 * time.Millisecond)
 	}
-	stopTail()
+	if !c.hold {
+		stopTail()
+	}
 
 	say("replaying the records that were sent with `alerter replay --zones %s --input sent.ndjson`", c.zones)
 	var out bytes.Buffer
-	rep := exec.CommandContext(ctx, tmp+"/alerter", "replay", "--zones", c.zones, "--input", sentFile)
-	rep.Stdout, rep.Stderr = &out, os.Stderr
-	if err := rep.Run(); err != nil {
-		return fmt.Errorf("alerter replay: %w", err)
+	if code := alerterd.Main(ctx, []string{"replay", "--zones", c.zones, "--input", sentFile}, noEnv, &out, os.Stderr); code != 0 {
+		return fmt.Errorf("alerter replay exited with %d", code)
 	}
 	var replayed []event
 	sc := bufio.NewScanner(&out)
@@ -197,12 +198,14 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	say("reading %s as a read_committed consumer does", eventsTopic)
-	if err := checkEventsTopic(ctx, c.brokers, eventsTopic, c.partitions, live); err != nil {
+	if err := checkEventsTopic(ctx, brokers, eventsTopic, c.partitions, live); err != nil {
 		return err
 	}
 	if c.hold {
-		say("the dashboard stays up at http://%s/ (alarms still unacked wait there); Ctrl-C to stop", alerterAddr)
-		<-ctx.Done()
+		say("the fleet flies on in real time; the dashboard stays up at http://%s/ — Ctrl-C to stop", alerterAddr)
+		if _, _, err := flyOn(ctx, fl, c, "http://"+ingestAddr); err != nil && ctx.Err() == nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -282,38 +285,60 @@ func (e event) String() string {
 	return fmt.Sprintf("%s %-9s %-22s %-10s seq %-5d %9.5f,%10.5f %7s%s", verb, e.DroneID, e.ZoneID, e.Category, e.Seq, e.Lat, e.Lon, alt, extra)
 }
 
-// fly posts the fleet's fixes to ingest, c.stepsPerS simulated seconds per
-// second, and keeps a copy of every record sent (duplicates too, in the order
-// sent) for the replay.
 // maxLead is how far ahead of the wall clock the fleet's ts may run:
 // under ingest's default 10-minute bound on a record's lead.
 const maxLead = 8 * time.Minute
 
-func fly(ctx context.Context, c config, ingest, sentFile string) (sent, dups int, err error) {
-	f, err := os.Create(sentFile)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	w := bufio.NewWriter(f)
-	defer w.Flush()
-	// The fleet's clock runs --speedup times faster than the wall clock,
-	// and ingest refuses a ts more than 10 minutes ahead of its own
-	// (--max-clock-skew-ahead): start it early enough that the flight
-	// ends at most maxLead ahead.
+// flight is the demo's fleet and the randomness of its feed.
+type flight struct {
+	fl  *fleet.Fleet
+	rng *rand.Rand
+}
+
+// newFleet builds the fleet. Its clock runs --speedup times faster than
+// the wall clock until the checks, and ingest refuses a ts more than 10
+// minutes ahead of its own (--max-clock-skew-ahead): it starts early
+// enough that the fast flight ends at most maxLead ahead, and the
+// real-time flight after it keeps that lead.
+func newFleet(c config) *flight {
 	start := time.Now().UTC().Truncate(time.Second)
 	if lead := time.Duration(c.stepsPerS-1) * c.duration; lead > maxLead {
 		start = start.Add(maxLead - lead)
 	}
-	fl := fleet.New(c.drones, c.seed, start, 2500)
-	rng := rand.New(rand.NewPCG(c.seed, 1))
-	client := &http.Client{Timeout: 30 * time.Second}
+	return &flight{fl: fleet.New(c.drones, c.seed, start, 2500), rng: rand.New(rand.NewPCG(c.seed, 1))}
+}
+
+// fly posts the fleet's fixes to ingest for c.duration, c.stepsPerS
+// simulated seconds per second, and keeps a copy of every record sent
+// (duplicates too, in the order sent) for the replay.
+func fly(ctx context.Context, c config, f *flight, ingest, sentFile string) (sent, dups int, err error) {
+	out, err := os.Create(sentFile)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer out.Close()
+	w := bufio.NewWriter(out)
 	say("flying %d drones for %v (seed %d, %.0f%% of records sent twice)", c.drones, c.duration, c.seed, c.dupRate*100)
-	end := time.Now().Add(c.duration)
-	tick := time.NewTicker(time.Second / time.Duration(c.stepsPerS))
+	sent, dups, err = f.post(ctx, ingest, c.stepsPerS, time.Now().Add(c.duration), c.dupRate, w)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return sent, dups, err
+}
+
+// flyOn keeps the fleet flying in real time until ctx ends.
+func flyOn(ctx context.Context, f *flight, c config, ingest string) (sent, dups int, err error) {
+	return f.post(ctx, ingest, 1, time.Time{}, c.dupRate, io.Discard)
+}
+
+// post steps the fleet stepsPerS times a second until end (forever when
+// zero) or ctx ends, posting each step's fixes and writing them to w.
+func (f *flight) post(ctx context.Context, ingest string, stepsPerS int, end time.Time, dupRate float64, w io.Writer) (sent, dups int, err error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	tick := time.NewTicker(time.Second / time.Duration(max(1, stepsPerS)))
 	defer tick.Stop()
 	var body bytes.Buffer
-	for time.Now().Before(end) {
+	for end.IsZero() || time.Now().Before(end) {
 		select {
 		case <-ctx.Done():
 			return sent, dups, ctx.Err()
@@ -321,14 +346,16 @@ func fly(ctx context.Context, c config, ingest, sentFile string) (sent, dups int
 		}
 		body.Reset()
 		seen := map[string]int64{}
-		for _, p := range fl.Step(rng, c.dupRate) {
+		for _, p := range f.fl.Step(f.rng, dupRate) {
 			if seen[p.DroneID] == p.Seq {
 				dups++
 			}
 			seen[p.DroneID] = p.Seq
 			line := append(p.AppendJSON(nil), '\n')
 			body.Write(line)
-			w.Write(line)
+			if _, err := w.Write(line); err != nil {
+				return sent, dups, err
+			}
 			sent++
 		}
 		if err := post(ctx, client, ingest, body.Bytes()); err != nil {
@@ -507,6 +534,10 @@ func verdict(live, replayed []event) error {
 	fmt.Printf("\nlive pipeline: %d alarms raised, %d cleared (%d events)\n", lr, lc, len(live))
 	fmt.Printf("replay:        %d alarms raised, %d cleared (%d events)\n", rr, rc, len(replayed))
 	fmt.Printf("duplicates: %d   missing from live: %d   live but not in replay: %d\n", len(dup), len(missing), len(extra))
+	if lr == 0 {
+		// A demo that shows no alarm shows nothing: the fleet must stray.
+		return errors.New("no alarm was raised: no drone of the fleet entered a zone")
+	}
 	if len(dup)+len(missing)+len(extra) > 0 {
 		return fmt.Errorf("exactly-once check failed: duplicates %v, missing %v, extra %v",
 			dup[:min(5, len(dup))], missing[:min(5, len(missing))], extra[:min(5, len(extra))])
@@ -529,76 +560,6 @@ func cleanup(rdb *redis.Client, brokers, prefix string, topics ...string) {
 	}
 	client := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 10 * time.Second}
 	_, _ = client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func start(ctx context.Context, bin string, args []string, logPath string) *proc {
-	lf, _ := os.Create(logPath)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
-	if err := cmd.Start(); err != nil {
-		p.done <- err
-		return p
-	}
-	go func() { p.done <- cmd.Wait(); lf.Close() }()
-	return p
-}
-
-func (p *proc) stop() {
-	if p.cmd.Process == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-	}
-}
-
-func (p *proc) tailLog() string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-15):], "\n")
-}
-
-func waitHTTP(ctx context.Context, url string, p *proc) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-p.done:
-			return fmt.Errorf("%s exited (%v):\n%s", filepath.Base(p.cmd.Path), err, p.tailLog())
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not answer %s in 60s:\n%s", filepath.Base(p.cmd.Path), url, p.tailLog())
-}
-
-func runCmd(ctx context.Context, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
-	}
-	return nil
 }
 
 func freeAddr() string {
