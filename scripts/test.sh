@@ -23,6 +23,19 @@ echo "== go vet ./..."
 go vet ./...
 echo "== go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
+echo "== the Redis-backed packages' tests on the embedded default's Redis (miniredis, internal/embedded)"
+# The demo runs on it: the alert API, the alarm, drone and zone stores and
+# the live event stream must behave there as on the real server (the store
+# contract and the in-process reference proof run on it in go test itself).
+go build -o "${TMPDIR:-/tmp}/nofly-embedded-redis" ./internal/embedded/redisserver
+addrfile=$(mktemp)
+"${TMPDIR:-/tmp}/nofly-embedded-redis" --addr-file "$addrfile" &
+embedded_pid=$!
+for _ in $(seq 50); do [[ -s $addrfile ]] && break; sleep 0.1; done
+[[ -s $addrfile ]] || { echo "the embedded Redis did not start"; exit 1; }
+NOFLY_REDIS_ADDR=$(cat "$addrfile") go test -race -count=1 -timeout 10m ./api/ ./alerts/alarmstore ./alerts/dronestore ./geofence/zonestore || { kill "$embedded_pid"; exit 1; }
+kill "$embedded_pid"; wait "$embedded_pid" 2>/dev/null || true
+rm -f "$addrfile"
 echo "== schemathesis: a live ingest against internal/ingestd/openapi.yaml"
 bash scripts/schemathesis.sh
 echo "== schemathesis: a live alerter against its merged API description"

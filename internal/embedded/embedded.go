@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -29,8 +27,8 @@ type Options struct {
 	// CreateTopics, which kfake honours.
 	Topics     []string
 	Partitions int // 12 when 0
-	// ClockTick is how often miniredis's clock is moved to the wall clock
-	// (miniredis expires keys only when its clock is advanced); 1 s when 0.
+	// ClockTick is how often miniredis's TTLs are counted down (it expires
+	// keys only when told time has passed); 1 s when 0.
 	ClockTick time.Duration
 	Logger    *slog.Logger
 }
@@ -116,8 +114,10 @@ type Redis struct {
 	once sync.Once
 }
 
-// StartRedis starts miniredis on a free loopback port and moves its clock
-// every tick (1 s when 0), so that TTLs expire as on a real server.
+// StartRedis starts miniredis on a free loopback port and counts its TTLs
+// down every tick (1 s when 0), so that keys expire as on a real server.
+// Its clock is left on the wall clock (no SetTime): TIME and stream ids
+// then move every millisecond, as the live event stream's merge expects.
 func StartRedis(tick time.Duration) (*Redis, error) {
 	if tick <= 0 {
 		tick = time.Second
@@ -126,12 +126,9 @@ func StartRedis(tick time.Duration) (*Redis, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	// go-redis names its connections with CLIENT SETINFO, which miniredis
-	// does not know; answer OK as Redis 7.2 does, so every client of the
-	// pipeline works unchanged.
-	m.Server().SetPreHook(clientSetinfoOK)
+	// What miniredis lacks and the pipeline uses (xinfo.go).
+	m.Server().SetPreHook(newShim(m).hook)
 	r := &Redis{m: m, stop: make(chan struct{})}
-	m.SetTime(time.Now())
 	r.done.Add(1)
 	go r.tick(tick)
 	return r, nil
@@ -148,7 +145,6 @@ func (r *Redis) tick(every time.Duration) {
 			return
 		case now := <-t.C:
 			r.m.FastForward(now.Sub(last))
-			r.m.SetTime(now)
 			last = now
 		}
 	}
@@ -164,16 +160,6 @@ func (r *Redis) Close() {
 		r.done.Wait()
 		r.m.Close()
 	})
-}
-
-// clientSetinfoOK answers CLIENT SETINFO with OK and leaves every other
-// command to miniredis.
-func clientSetinfoOK(c *server.Peer, cmd string, args ...string) bool {
-	if strings.EqualFold(cmd, "CLIENT") && len(args) > 0 && strings.EqualFold(args[0], "SETINFO") {
-		c.WriteOK()
-		return true
-	}
-	return false
 }
 
 func freePort() (int, error) {
