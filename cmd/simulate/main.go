@@ -1,13 +1,13 @@
-// Command simulate flies a fleet of simulated drones over real airports and
+// Command simulate flies a fleet of simulated drones near real airports and
 // sends their positions to the ingest service (POST /v1/telemetry, NDJSON), or
 // writes them to a file for `ingest send` and `alerter replay`.
 //
 //	go run ./cmd/simulate --ingest http://127.0.0.1:8080 --drones 50 --duration 30s
 //	go run ./cmd/simulate --out track.ndjson --drones 10 --steps 300
 //
-// Each drone starts a few kilometres from an airport and flies a straight
-// line across it at its own speed and height, so it enters and leaves the
-// aerodrome's zones. --dup-rate re-sends a share of records, as a feed that
+// Each drone flies missions from its own site a few kilometres from an
+// airport (internal/fleet); a share of them strays into zones and out
+// again. --dup-rate re-sends a share of records, as a feed that
 // retries would: the alerter must raise each alarm once all the same.
 package main
 
@@ -76,7 +76,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if c.drones < 1 || c.batch < 1 || c.dupRate < 0 || c.dupRate >= 1 {
 		return errors.New("--drones and --batch must be >= 1, --dup-rate in [0, 1)")
 	}
-	fl := fleet.New(c.drones, c.seed, time.Now().UTC().Truncate(time.Second), 0)
+	fl := fleet.New(c.drones, c.seed, time.Now().UTC().Truncate(time.Second), fleet.Options{})
 	rng := rand.New(rand.NewPCG(c.seed, 99))
 	if c.out != "" {
 		steps := c.steps
