@@ -15,8 +15,8 @@ func TestDemoEmbedded(t *testing.T) {
 	t.Setenv("NOFLY_REDIS_ADDR", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := config{drones: 30, duration: 8 * time.Second, stepsPerS: 20, dupRate: 0.05,
-		zones: "../../testdata/zones/airports.geojson", partitions: 6, seed: 7}
+	c := config{drones: 40, duration: 8 * time.Second, stepsPerS: 60, dupRate: 0.05,
+		zones: "../../testdata/zones/airports.geojson", partitions: 6, seed: 7, strayShare: 0.3}
 	if err := run(ctx, c); err != nil {
 		t.Fatal(err)
 	}

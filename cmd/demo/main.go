@@ -56,6 +56,7 @@ type config struct {
 	duration   time.Duration
 	stepsPerS  int
 	dupRate    float64
+	strayShare float64
 	zones      string
 	partitions int
 	seed       uint64
@@ -68,10 +69,11 @@ type config struct {
 
 func main() {
 	var c config
-	flag.IntVar(&c.drones, "drones", 40, "simulated drones")
+	flag.IntVar(&c.drones, "drones", 60, "simulated drones")
 	flag.DurationVar(&c.duration, "duration", 40*time.Second, "how long the fleet flies before the checks")
-	flag.IntVar(&c.stepsPerS, "speedup", 20, "simulated seconds per wall-clock second before the checks (one fix per drone per simulated second)")
+	flag.IntVar(&c.stepsPerS, "speedup", 30, "simulated seconds per wall-clock second before the checks (one fix per drone per simulated second)")
 	flag.Float64Var(&c.dupRate, "dup-rate", 0.05, "share of records the feed sends twice")
+	flag.Float64Var(&c.strayShare, "stray-share", 0.5, "share of drones whose missions stray into a zone and out again (some above its ceiling)")
 	flag.StringVar(&c.zones, "zones", "testdata/zones/airports.geojson", "zone set (GeoJSON, ED-269 or ED-318)")
 	flag.IntVar(&c.partitions, "partitions", 12, "partitions of the demo's telemetry topic")
 	flag.Uint64Var(&c.seed, "seed", uint64(time.Now().Unix()), "fleet seed")
@@ -305,7 +307,7 @@ func newFleet(c config) *flight {
 	if lead := time.Duration(c.stepsPerS-1) * c.duration; lead > maxLead {
 		start = start.Add(maxLead - lead)
 	}
-	return &flight{fl: fleet.New(c.drones, c.seed, start, 2500), rng: rand.New(rand.NewPCG(c.seed, 1))}
+	return &flight{fl: fleet.New(c.drones, c.seed, start, fleet.Options{StrayShare: c.strayShare}), rng: rand.New(rand.NewPCG(c.seed, 1))}
 }
 
 // fly posts the fleet's fixes to ingest for c.duration, c.stepsPerS
@@ -318,7 +320,13 @@ func fly(ctx context.Context, c config, f *flight, ingest, sentFile string) (sen
 	}
 	defer out.Close()
 	w := bufio.NewWriter(out)
-	say("flying %d drones for %v (seed %d, %.0f%% of records sent twice)", c.drones, c.duration, c.seed, c.dupRate*100)
+	say("flying %d drones for %v, %d× real time (seed %d, %.0f%% of them straying, %.0f%% of records sent twice)",
+		c.drones, c.duration, c.stepsPerS, c.seed, c.strayShare*100, c.dupRate*100)
+	if behind := time.Since(f.fl.Now()) - 2*time.Minute; behind > 0 {
+		// The dashboard draws drones seen in the last 2 minutes.
+		say("the fleet's clock starts %v behind: the dashboard draws the drones from about %.0f s on, the alarms at once",
+			time.Since(f.fl.Now()).Round(time.Second), behind.Seconds()/float64(c.stepsPerS-1))
+	}
 	sent, dups, err = f.post(ctx, ingest, c.stepsPerS, time.Now().Add(c.duration), c.dupRate, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
