@@ -182,7 +182,14 @@ func appendTokenLine(path, line string) error {
 }
 
 // openapiCmd prints the API's OpenAPI document (what /openapi.json serves).
-func openapiCmd(stdout io.Writer) error {
+// It takes no flags, but parses them as every subcommand does: -h prints
+// its (empty) usage instead of the document, and an argument is refused.
+func openapiCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("alerter openapi")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args, getenv); err != nil {
+		return err
+	}
 	doc, err := api.OpenAPI()
 	if err != nil {
 		return err

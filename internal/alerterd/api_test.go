@@ -164,3 +164,32 @@ func TestOpenAPICmd(t *testing.T) {
 		t.Fatalf("%v %s %d paths", err, doc.OpenAPI, len(doc.Paths))
 	}
 }
+
+// TestOpenAPICmdFlags: openapi parses its (empty) flag set like every
+// subcommand, so -h prints a usage listing no flag instead of the document
+// (docs/configuration.md is generated from every subcommand's -h) and an
+// argument is refused.
+func TestOpenAPICmdFlags(t *testing.T) {
+	cases := []struct {
+		args      []string
+		code      int
+		stderrHas string
+	}{
+		{[]string{"openapi", "-h"}, 0, "Usage of alerter openapi:\n"},
+		{[]string{"openapi", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"openapi", "--zones", "z.geojson"}, 1, "flag provided but not defined: -zones"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, func(string) string { return "" }, &out, &errb)
+		if code != c.code || out.Len() != 0 || !strings.Contains(errb.String(), c.stderrHas) {
+			t.Errorf("%v: exit %d, stdout %.40q, stderr %q; want exit %d, no stdout, stderr with %q",
+				c.args, code, out.String(), errb.String(), c.code, c.stderrHas)
+		}
+	}
+	var out, errb bytes.Buffer
+	run(context.Background(), []string{"openapi", "-h"}, func(string) string { return "" }, &out, &errb)
+	if got := errb.String(); got != "Usage of alerter openapi:\n" {
+		t.Errorf("openapi -h printed %q, want only the usage line (no flags)", got)
+	}
+}

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "api-token":
 		err = apiTokenCmd(args, getenv, stdout, stderr)
 	case "openapi":
-		err = openapiCmd(stdout)
+		err = openapiCmd(args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, "usage: alerter [serve|replay|redrive|api-token|openapi] [flags]; alerter <command> -h for its flags")
 		return 0
