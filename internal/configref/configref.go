@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,16 +281,24 @@ var (
 // "Usage of NAME:", then PrintDefaults — per flag "  -name type" and the
 // usage on lines indented "    \t" (a one-letter bool flag's on the same
 // line after a tab), followed by " (default X)" unless the default is the
-// type's zero value. Any other line is an error: a command with a usage of
-// its own must be taught here rather than be misread.
+// type's zero value. A command with a usage of its own (a description
+// first) prints PrintDefaults after a line "Flags:". Any other line is an
+// error: a command with another form must be taught here rather than be
+// misread.
 func ParseUsage(text string) ([]Flag, error) {
 	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	if len(lines) == 0 || !strings.HasPrefix(lines[0], "Usage of ") || !strings.HasSuffix(lines[0], ":") {
-		return nil, fmt.Errorf("want the flag package's usage (\"Usage of NAME:\" and its flags), got %.200q", text)
+	start := -1
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "Usage of ") && strings.HasSuffix(lines[0], ":") {
+		start = 1
+	} else if i := slices.Index(lines, "Flags:"); i >= 0 {
+		start = i + 1
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("want the flag package's usage (\"Usage of NAME:\", or a description and \"Flags:\", then its flags), got %.200q", text)
 	}
 	var flags []Flag
 	var usage [][]string
-	for _, line := range lines[1:] {
+	for _, line := range lines[start:] {
 		if rest, ok := strings.CutPrefix(line, "    \t"); ok {
 			if len(flags) == 0 {
 				return nil, fmt.Errorf("usage text before any flag: %q", line)

@@ -161,6 +161,20 @@ func TestParseUsageEnvflag(t *testing.T) {
 	}
 }
 
+// TestParseUsageAfterDescription: a command's own usage (a description,
+// then "Flags:" and PrintDefaults) is read from its flags on; a description
+// without that line is refused.
+func TestParseUsageAfterDescription(t *testing.T) {
+	got, err := ParseUsage("Usage: simulate [flags]\n\nFlies drones.\n  -not a flag line\n\nFlags:\n  -drones int\n    \tnumber of drones (default 20)\n")
+	want := []Flag{{Name: "drones", Type: "int", Usage: "number of drones", Default: "20", HasDefault: true}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := ParseUsage("Usage: simulate [flags]\n  -drones int\n"); err == nil {
+		t.Fatal("a usage with neither \"Usage of\" nor \"Flags:\" was accepted")
+	}
+}
+
 func TestParseUsageRefuses(t *testing.T) {
 	cases := []struct{ name, text, msg string }{
 		{"not a usage", `{"openapi": "3.1.0"}`, "want the flag package's usage"},
