@@ -471,6 +471,19 @@ func TestDashboardRoles(t *testing.T) {
 	// The viewer's page hears the ack through its stream.
 	viewer.run("viewer sees the ack", chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-acked="true"]`)))
 	viewer.shot("viewer-sees-ack")
+
+	// A view in the address wins over fitting the zones, and survives a
+	// reload (the token is kept for the session).
+	eval[bool](viewer, `location.hash = '#map=12/51.4000/0.7000'; location.reload(); true`)
+	viewer.run("open a view from the address", chromedp.Sleep(500*time.Millisecond),
+		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)), chromedp.Sleep(1500*time.Millisecond))
+	center := eval[[]float64](viewer, `nofly.center()`)
+	if len(center) != 2 || math.Abs(center[0]-51.4) > 0.001 || math.Abs(center[1]-0.7) > 0.001 {
+		t.Errorf("the map opened at %v, want the address's 51.4, 0.7", center)
+	}
+	if h := eval[string](viewer, `location.hash`); h != "#map=12/51.4000/0.7000" {
+		t.Errorf("the address says %q after the map settled, want #map=12/51.4000/0.7000", h)
+	}
 }
 
 // TestDashboardScale: 500 drones at 1 Hz over 10,000 zones; the page's

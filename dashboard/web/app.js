@@ -130,6 +130,15 @@
   map.attributionControl.setPrefix(false);
   map.attributionControl.addAttribution('Coastlines: Natural Earth (world-atlas) · Map: Leaflet');
   map.setView([51.5, -0.3], 6);
+  // A view in the address (#map=zoom/lat/lon, as OpenStreetMap writes it)
+  // wins over fitting the zones, and the address follows the map: a view
+  // can be bookmarked or sent to a colleague.
+  const hashView = /^#map=(\d{1,2})\/(-?\d+(?:\.\d+)?)\/(-?\d+(?:\.\d+)?)$/.exec(location.hash);
+  if (hashView) map.setView([+hashView[2], +hashView[3]], +hashView[1]);
+  map.on('moveend', () => {
+    const c = map.getCenter();
+    window.history.replaceState(null, '', '#map=' + map.getZoom() + '/' + c.lat.toFixed(4) + '/' + c.lng.toFixed(4));
+  });
   window.nofly.center = () => { const c = map.getCenter(); return [c.lat, c.lng]; };
   const renderer = L.canvas({ padding: 0.3 });
   const zonePane = map.createPane('zones'); zonePane.style.zIndex = 410;
@@ -276,7 +285,7 @@
     $('zonever').textContent = 'zones: v' + fc.zone_version + ' (' + fc.zones + ')';
     $('zonever').dataset.version = fc.zone_version;
     document.body.dataset.zonesDrawn = String(fc.features.length);
-    if (!zones.fitted && zones.bounds) { map.fitBounds(zones.bounds, { padding: [20, 20] }); zones.fitted = true; }
+    if (!zones.fitted && zones.bounds && !hashView) { map.fitBounds(zones.bounds, { padding: [20, 20] }); zones.fitted = true; }
   }
   function restyleZones() {
     if (!zones.layer) return;
@@ -587,7 +596,7 @@
             heard('positions');
             if (type !== 'positions') return;
             const f = JSON.parse(data);
-            if (f.full && f.drones.length && !fittedDrones) {
+            if (f.full && f.drones.length && !fittedDrones && !hashView) {
               // First sight: where the drones are is where to look.
               fittedDrones = true;
               map.fitBounds(L.latLngBounds(f.drones.map((d) => [d.lat, d.lon])).pad(0.3), { maxZoom: 11 });
