@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` runs the pipeline, `make test` runs
 # every test against real Kafka and Redis (installed and started by scripts/).
-.PHONY: demo test services-start services-stop services-status bench fmt
+.PHONY: demo test services-start services-stop services-status bench bench-e2e fmt
 
 demo:
 	go run ./cmd/demo
@@ -10,6 +10,11 @@ test:
 
 bench:
 	bash scripts/bench.sh
+
+# The end-to-end benchmark (cmd/bench) against the real services; flags in
+# BENCH_E2E_FLAGS, e.g. make bench-e2e BENCH_E2E_FLAGS='--rate 0 --duration 30s'.
+bench-e2e: services-start
+	go run ./cmd/bench $(BENCH_E2E_FLAGS)
 
 services-start:
 	bash scripts/services.sh start

@@ -124,6 +124,17 @@ func (r *Reader) ReadAll(ctx context.Context, partition int) ([]Record, error) {
 	return r.Read(ctx, partition, start, stable)
 }
 
+// Poll waits for committed records of partition at or after offset: one
+// read_committed fetch, which the broker holds (up to half a second) until
+// the last stable offset passes offset, so a follower sees a transaction's
+// records as soon as its commit marker is written. It returns the records
+// and the offset to poll next (offset itself when none came: not an
+// error). Concurrent polls need a Transport each: a broker answers one
+// request of a connection at a time.
+func (r *Reader) Poll(ctx context.Context, partition int, offset int64) ([]Record, int64, error) {
+	return r.fetch(ctx, partition, offset)
+}
+
 // Last returns the partition's last committed record, scanning back from
 // the last stable offset in growing windows (the tail may be aborted
 // writes and markers). ok is false when no committed record is left.
