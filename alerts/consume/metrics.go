@@ -23,6 +23,7 @@ type metrics struct {
 	commits    prometheus.Counter
 	fenced     prometheus.Counter
 	commitErrs prometheus.Counter
+	lost       prometheus.Counter
 	assigned   prometheus.Gauge
 	batchSecs  prometheus.Histogram
 }
@@ -44,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commits:    c("commits_total", "Batches committed to Redis."),
 		fenced:     c("commits_fenced_total", "Commits refused because the partition's version changed (another owner)."),
 		commitErrs: c("commit_errors_total", "Commits that failed with an error of unknown outcome (reloaded)."),
+		lost: c("records_lost_to_retention_total", "Records Kafka deleted (retention, or a restore of older Redis state) before the alerter applied them: "+
+			"between a partition's applied offset and its first retained offset when the partition started. Their alarms were never decided; alert on any."),
 		assigned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "assigned_partitions",
 			Help: "Partitions this alerter processes now."}),
 		batchSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nofly", Subsystem: "alerter", Name: "batch_seconds",
@@ -53,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.records, m.applied, m.duplicates, m.invalid, m.skipped, m.raised, m.cleared,
-		m.suppressed, m.commits, m.fenced, m.commitErrs, m.assigned, m.batchSecs} {
+		m.suppressed, m.commits, m.fenced, m.commitErrs, m.lost, m.assigned, m.batchSecs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("consume: register metrics: %w", err)
 		}

@@ -19,7 +19,23 @@ import (
 // runtime package, with clients of its own.
 type member struct {
 	g    *consume.Group
+	m    *metrics
 	stop func()
+}
+
+// counter is the value of the member's counter name (-1 when absent).
+func (mb *member) counter(t testing.TB, name string) float64 {
+	t.Helper()
+	mf, err := mb.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mf {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
 }
 
 // startMember starts a group member the way a demo or a benchmark would:
@@ -65,7 +81,7 @@ func (p *pipeline) startMember(name string, zones *geofence.Current) *member {
 		_ = rc.Close()
 	}
 	t.Cleanup(stop)
-	return &member{g: g, stop: stop}
+	return &member{g: g, m: m, stop: stop}
 }
 
 // TestInProcessGroupProof: two alerters in one process, started through
