@@ -97,7 +97,17 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func say(format string, args ...any) { fmt.Printf("\033[1m▶ "+format+"\033[0m\n", args...) }
+// bold is whether say may use a terminal's bold: not in a log file.
+var bold = isTerminal(os.Stdout)
+
+func say(format string, args ...any) {
+	if bold {
+		format = "\033[1m▶ " + format + "\033[0m"
+	} else {
+		format = "▶ " + format
+	}
+	fmt.Printf(format+"\n", args...)
+}
 
 func run(ctx context.Context, c config) error {
 	began := time.Now()
@@ -279,10 +289,16 @@ func (e event) String() string {
 	if e.AltM != nil {
 		alt = strconv.FormatFloat(*e.AltM, 'f', 0, 64) + " m"
 	}
-	verb := "\033[31mRAISED \033[0m"
-	extra := ""
+	verb, extra := "RAISED ", ""
 	if e.Type == "cleared" {
-		verb, extra = "\033[32mCLEARED\033[0m", " ("+e.Reason+")"
+		verb, extra = "CLEARED", " ("+e.Reason+")"
+	}
+	if bold {
+		colour := "31" // red
+		if e.Type == "cleared" {
+			colour = "32" // green
+		}
+		verb = "\033[" + colour + "m" + verb + "\033[0m"
 	}
 	return fmt.Sprintf("%s %-9s %-22s %-10s seq %-5d %9.5f,%10.5f %7s%s", verb, e.DroneID, e.ZoneID, e.Category, e.Seq, e.Lat, e.Lon, alt, extra)
 }
