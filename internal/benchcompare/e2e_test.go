@@ -13,6 +13,8 @@ import (
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
+
+	"github.com/nofly-dev/nofly/alerts/outbox"
 )
 
 func TestPercentile(t *testing.T) {
@@ -487,5 +489,12 @@ func TestLagLine(t *testing.T) {
 	}
 	if lagLine(nil, 5) != "" {
 		t.Error("a line for no sample")
+	}
+}
+
+// TestHeaderOutboxID: the benchmark reads the header the dispatcher writes.
+func TestHeaderOutboxID(t *testing.T) {
+	if headerOutboxID != outbox.HeaderOutboxID {
+		t.Fatalf("headerOutboxID = %q, alerts/outbox writes %q", headerOutboxID, outbox.HeaderOutboxID)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/internal/committed"
 )
 
@@ -33,6 +32,12 @@ type Latency struct {
 
 // Percentile is the nearest-rank q-quantile (0 < q ≤ 1) of sorted: the
 // smallest value with at least q of the values at or below it; 0 for none.
+// headerOutboxID is alerts/outbox.HeaderOutboxID, spelled here because
+// importing alerts/outbox would make an import cycle for the producer's
+// in-package benchmarks, which use this package (TestHeaderOutboxID holds
+// the two equal).
+const headerOutboxID = "nofly-outbox-id"
+
 func Percentile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
@@ -300,7 +305,7 @@ func (f *eventFollower) follow(ctx context.Context, partition int) {
 				e.ID = fmt.Sprintf("undecodable %d/%d", partition, rec.Offset)
 			}
 			se := seenEvent{id: e.ID, drone: e.Drone, seq: e.Seq, at: now}
-			if oid, ok := rec.Header(outbox.HeaderOutboxID); ok {
+			if oid, ok := rec.Header(headerOutboxID); ok {
 				se.outbox = streamIDMillis(string(oid))
 			}
 			if !rec.Time.IsZero() {
