@@ -42,7 +42,7 @@ func main() {
 	flag.DurationVar(&c.Duration, "duration", 60*time.Second, "how long the traffic runs (0: no bound; with --positions, whichever comes first)")
 	flag.IntVar(&c.Positions, "positions", 0, "positions to send at most (0: no bound)")
 	flag.IntVar(&c.Drones, "drones", 1000, "drones; each sends one position a tick (ticks at rate/drones per second)")
-	flag.Float64Var(&c.TogglerShare, "toggler-share", 0.1, "share of the drones that hop in and out of one zone (EDDF-ATZ) to make alarm transitions; the rest fly internal/fleet's passes")
+	flag.Float64Var(&c.TogglerShare, "toggler-share", 0.1, "share of the drones that hop in and out of one zone (EDDF-ATZ) to make alarm transitions; the rest fly internal/fleet's missions")
 	flag.IntVar(&c.ToggleEvery, "toggle-every", 10, "fixes a toggler stays inside, then outside")
 	flag.IntVar(&c.Clients, "clients", 10, "concurrent HTTP clients, each posting its drones' positions, one request a tick")
 	flag.Float64Var(&c.DupRate, "dup-rate", 0, "share of the fleet's positions sent twice, as a retrying feed would")

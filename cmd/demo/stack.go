@@ -40,7 +40,9 @@ func openStack(ctx context.Context, c config) (*stack, error) {
 			c.redis = "127.0.0.1:6379"
 		}
 	}
-	var kinds []string
+	kafkaDesc, redisDesc := "Kafka: "+c.brokers, "Redis: "+c.redis
+	// Either backend not named is embedded; a named one outlives the demo.
+	st.shared = c.brokers != "" || c.redis != ""
 	if c.brokers == "" || c.redis == "" {
 		emb, err := embedded.Start(ctx, embedded.Options{})
 		if err != nil {
@@ -49,23 +51,15 @@ func openStack(ctx context.Context, c config) (*stack, error) {
 		st.close = emb.Close
 		if c.brokers == "" {
 			c.brokers = strings.Join(emb.Brokers(), ",")
-			kinds = append(kinds, "Kafka: embedded broker (kfake) at "+c.brokers)
+			kafkaDesc = "Kafka: embedded broker (kfake) at " + c.brokers
 		}
 		if c.redis == "" {
 			c.redis = emb.RedisAddr()
-			kinds = append(kinds, "Redis: embedded (miniredis) at "+c.redis)
+			redisDesc = "Redis: embedded (miniredis) at " + c.redis
 		}
 	}
-	if !strings.Contains(strings.Join(kinds, " "), "Kafka") {
-		kinds = append(kinds, "Kafka: "+c.brokers)
-		st.shared = true
-	}
-	if !strings.Contains(strings.Join(kinds, " "), "Redis") {
-		kinds = append(kinds, "Redis: "+c.redis)
-		st.shared = true
-	}
 	st.brokers, st.redis = strings.Split(c.brokers, ","), c.redis
-	say("%s", strings.Join(kinds, "; "))
+	say("%s; %s", kafkaDesc, redisDesc)
 	if !c.real && os.Getenv("NOFLY_KAFKA_BROKERS") == "" && os.Getenv("NOFLY_REDIS_ADDR") == "" {
 		say("the embedded default keeps nothing across restarts and is for trying nofly out; --real runs on the real services")
 	}

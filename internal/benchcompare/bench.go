@@ -146,26 +146,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Row, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	tmp, err := os.MkdirTemp("", "nofly-benchcompare-")
+	tmp, logDir, bin, cleanup, err := workDirs(ctx, log, "nofly-benchcompare-", cfg.BinDir, cfg.LogDir)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	logDir := tmp
-	if cfg.LogDir != "" {
-		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
-			return nil, err
-		}
-		logDir = cfg.LogDir
-	}
-	bin := cfg.BinDir
-	if bin == "" {
-		bin = tmp
-		log.Info("building cmd/ingest and cmd/alerter")
-		if err := buildPipeline(ctx, tmp); err != nil {
-			return nil, err
-		}
-	}
+	defer cleanup()
 
 	zones := Zones(cfg.Seed)
 	zj, err := ZonesGeoJSON(zones)

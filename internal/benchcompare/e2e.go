@@ -112,26 +112,11 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	res.Config.Log = nil
 	res.Config.Progress = 0
 
-	tmp, err := os.MkdirTemp("", "nofly-bench-")
+	_, logDir, bin, cleanup, err := workDirs(ctx, log, "nofly-bench-", cfg.BinDir, cfg.LogDir)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	logDir := tmp
-	if cfg.LogDir != "" {
-		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
-			return nil, err
-		}
-		logDir = cfg.LogDir
-	}
-	bin := cfg.BinDir
-	if bin == "" {
-		bin = tmp
-		log.Info("building cmd/ingest and cmd/alerter")
-		if err := buildPipeline(ctx, tmp); err != nil {
-			return nil, err
-		}
-	}
+	defer cleanup()
 
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
 	defer rdb.Close()
@@ -335,13 +320,35 @@ func (r *E2EResult) matchEvents(f *eventFollower, accepted *acceptLog) {
 	r.EventPolls = f.polls
 }
 
-func buildPipeline(ctx context.Context, dir string) error {
-	b := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/ingest", "./cmd/alerter")
+// workDirs makes a run's temporary directory and says where the services'
+// logs go (logDir, or that directory) and where their binaries are (binDir,
+// or built there from ./cmd/ingest and ./cmd/alerter). cleanup removes the
+// temporary directory.
+func workDirs(ctx context.Context, log *slog.Logger, pattern, binDir, logDir string) (tmp, logs, bin string, cleanup func(), err error) {
+	tmp, err = os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	logs, bin = tmp, tmp
+	if logDir != "" {
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			cleanup()
+			return "", "", "", nil, err
+		}
+		logs = logDir
+	}
+	if binDir != "" {
+		return tmp, logs, binDir, cleanup, nil
+	}
+	log.Info("building cmd/ingest and cmd/alerter")
+	b := exec.CommandContext(ctx, "go", "build", "-o", tmp+string(filepath.Separator), "./cmd/ingest", "./cmd/alerter")
 	b.Stdout, b.Stderr = os.Stderr, os.Stderr
 	if err := b.Run(); err != nil {
-		return fmt.Errorf("go build (run from the repository root): %w", err)
+		cleanup()
+		return "", "", "", nil, fmt.Errorf("go build (run from the repository root): %w", err)
 	}
-	return nil
+	return tmp, logs, bin, cleanup, nil
 }
 
 func redisInfo(ctx context.Context, rdb *redis.Client) (RedisStats, error) {

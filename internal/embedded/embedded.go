@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
@@ -74,18 +73,14 @@ func (s *Stack) Close() {
 // Kafka is a one-broker kfake cluster.
 type Kafka struct{ c *kfake.Cluster }
 
-// StartKafka starts a one-broker cluster on a free loopback port.
+// StartKafka starts a one-broker cluster on a free loopback port (kfake
+// listens on 127.0.0.1:0 when given no port).
 func StartKafka(o Options) (*Kafka, error) {
 	if o.Partitions <= 0 {
 		o.Partitions = 12
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("embedded kafka: %w", err)
-	}
 	opts := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.Ports(port),
+		kfake.NumBrokers(1), // on a free port of 127.0.0.1
 		kfake.DefaultNumPartitions(o.Partitions),
 		// Tests run groups with sessions down to a few seconds.
 		kfake.GroupMinSessionTimeout(time.Second),
@@ -160,13 +155,4 @@ func (r *Redis) Close() {
 		r.done.Wait()
 		r.m.Close()
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
