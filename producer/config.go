@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 )
 
 // Config configures a Producer. The zero value of every field but Brokers and
@@ -27,8 +28,12 @@ type Config struct {
 	// advertised broker addresses alike (it becomes kafka-go's Transport.Dial).
 	// Tests route all traffic through a proxy with it. Default: net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
-	// TLS, when set, wraps every connection.
+	// TLS, when set, wraps every connection. An empty ServerName is taken
+	// from the address dialled, as kafka-go's Transport does.
 	TLS *tls.Config
+	// SASL, when set, authenticates every connection (PLAIN or SCRAM, from
+	// kafka-go's sasl packages) after the TLS handshake.
+	SASL sasl.Mechanism
 
 	// BatchMaxRecords caps the records of one batch (one request per
 	// partition). Default 1000.

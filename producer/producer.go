@@ -84,6 +84,7 @@ func New(ctx context.Context, cfg Config) (*Producer, error) {
 		transport: &kafka.Transport{
 			Dial:           cfg.Dial,
 			TLS:            cfg.TLS,
+			SASL:           cfg.SASL,
 			ClientID:       cfg.ClientID,
 			MetadataTTL:    cfg.MetadataTTL,
 			MetadataTopics: []string{cfg.Topic},

@@ -99,7 +99,7 @@ func NewTxnWriter(ctx context.Context, cfg Config, o TxnOptions) (*TxnWriter, er
 		log: cfg.Logger.With("component", "txn-writer", "topic", cfg.Topic, "partition", o.Partition,
 			"transactional_id", o.TransactionalID),
 		transport: &kafka.Transport{
-			Dial: cfg.Dial, TLS: cfg.TLS, ClientID: cfg.ClientID,
+			Dial: cfg.Dial, TLS: cfg.TLS, SASL: cfg.SASL, ClientID: cfg.ClientID,
 			MetadataTTL: cfg.MetadataTTL, MetadataTopics: []string{cfg.Topic},
 		},
 	}
