@@ -9,6 +9,17 @@
 # with KAFKA_VERSION=3.9.1 make test). KAFKA_PORT / KAFKA_CONTROLLER_PORT /
 # KAFKA_DIR let a test run a private broker it may restart at will, and
 # KAFKA_EXTRA_PROPS (lines of server.properties) give it settings of its own.
+#
+# KAFKA_SECURE_DIR adds a SASL_SSL listener on 127.0.0.1:KAFKA_SECURE_PORT
+# (default KAFKA_PORT+2) beside the PLAINTEXT one, which the controller and
+# inter-broker traffic keep on loopback. DIR gets the certificates of
+# scripts/certs.sh (the broker's is server.pem; a client certificate is
+# optional but verified when presented: ssl.client.auth=requested) and
+# DIR/kafka.password (0600, made at the first start unless present), the
+# password of KAFKA_SASL_USER (default nofly) for PLAIN, SCRAM-SHA-256 and
+# SCRAM-SHA-512. The SCRAM credentials are written when the storage is
+# formatted, so the secure listener must be asked for at a data dir's first
+# start.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -24,6 +35,9 @@ LIBS=$NOFLY_CACHE/kafka-$KAFKA_VERSION-$POM_HASH/libs
 PIDFILE=$KAFKA_DIR/kafka.pid
 LOGFILE=$KAFKA_DIR/server.log
 PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
+KAFKA_SECURE_DIR=${KAFKA_SECURE_DIR:-}
+KAFKA_SECURE_PORT=${KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
+KAFKA_SASL_USER=${KAFKA_SASL_USER:-nofly}
 
 install() {
   command -v java >/dev/null || die "java not found: Kafka runs on the machine's Java (17+)"
@@ -42,17 +56,62 @@ install() {
 
 metadata_ok() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 3 >/dev/null 2>&1; }
 
+# secure_ok: a metadata request over the SASL_SSL listener with PLAIN, so
+# "ready" means TLS, the listener and the user work. Not SCRAM: Debian's kcat
+# (librdkafka 2.0.2) fails SCRAM against this broker while kafka-go passes
+# (the Go tests prove SCRAM). The password goes through a 0600 config file,
+# never a command line.
+secure_ok() {
+  [[ -z $KAFKA_SECURE_DIR ]] && return 0
+  kcat -F "$KAFKA_DIR/kcat-secure.conf" -b "127.0.0.1:$KAFKA_SECURE_PORT" -L -m 3 >/dev/null 2>&1
+}
+
+# prepare_secure: certificates, the password file, the broker's PEM key
+# store (key and chain in one file) and kcat's client config.
+prepare_secure() {
+  [[ -z $KAFKA_SECURE_DIR ]] && return 0
+  bash "$SCRIPTS_DIR/certs.sh" "$KAFKA_SECURE_DIR"
+  local pwfile=$KAFKA_SECURE_DIR/kafka.password
+  if [[ ! -s $pwfile ]]; then
+    (umask 077; openssl rand -hex 24 >"$pwfile")
+  fi
+  chmod 0600 "$pwfile"
+  SASL_PASSWORD=$(head -n 1 "$pwfile")
+  [[ $SASL_PASSWORD =~ ^[A-Za-z0-9._~-]+$ ]] || die "$pwfile: the password must be [A-Za-z0-9._~-]+ (it is quoted into JAAS and SCRAM settings)"
+  mkdir -p "$KAFKA_DIR"
+  (umask 077; cat "$KAFKA_SECURE_DIR/server.key" "$KAFKA_SECURE_DIR/server.pem" >"$KAFKA_DIR/server-keystore.pem")
+  (umask 077; cat >"$KAFKA_DIR/kcat-secure.conf" <<CONF
+security.protocol=SASL_SSL
+sasl.mechanisms=PLAIN
+sasl.username=$KAFKA_SASL_USER
+sasl.password=$SASL_PASSWORD
+ssl.ca.location=$KAFKA_SECURE_DIR/ca.pem
+CONF
+  )
+}
+
 write_config() {
   mkdir -p "$KAFKA_DIR/data"
+  local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT"
+  local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+  local protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+  if [[ -n $KAFKA_SECURE_DIR ]]; then
+    listeners+=",SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
+    advertised+=",SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
+    protocols+=",SASL_SSL:SASL_SSL"
+  fi
+  # The PLAIN password is in the properties: readable by the owner only.
+  : >"$KAFKA_DIR/server.properties"
+  chmod 0600 "$KAFKA_DIR/server.properties"
   cat >"$KAFKA_DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$KAFKA_DIR/data
 # The project creates its own topics with the partition counts from config;
 # a typo in a topic name must fail, not create a 1-partition topic.
@@ -72,6 +131,22 @@ group.initial.rebalance.delay.ms=0
 log.retention.hours=24
 log.segment.bytes=67108864
 PROPS
+  if [[ -n $KAFKA_SECURE_DIR ]]; then
+    cat >>"$KAFKA_DIR/server.properties" <<PROPS
+# SASL_SSL for clients (scripts/kafka.sh KAFKA_SECURE_DIR): the mechanisms
+# broker-wide and on the listener, each with its JAAS login module.
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_DIR/server-keystore.pem
+listener.name.sasl_ssl.ssl.truststore.type=PEM
+listener.name.sasl_ssl.ssl.truststore.location=$KAFKA_SECURE_DIR/ca.pem
+listener.name.sasl_ssl.ssl.client.auth=requested
+PROPS
+  fi
   # A test may add or override settings (one per line), e.g. to build a
   # state the defaults forbid.
   if [[ -n ${KAFKA_EXTRA_PROPS:-} ]]; then printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$KAFKA_DIR/server.properties"; fi
@@ -107,11 +182,19 @@ start() {
     die "something else answers on 127.0.0.1:$KAFKA_PORT; stop it or set KAFKA_PORT"
   fi
   if ! pid_alive "$PIDFILE" "$PATTERN"; then
+    prepare_secure
     write_config
     if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
-      local id
+      local id scram=()
       id=$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
-      java_run kafka.tools.StorageTool format -t "$id" -c "$KAFKA_DIR/server.properties" \
+      # The SCRAM credentials go into the bootstrap metadata. StorageTool
+      # takes them only as arguments: the password is on this one short-lived
+      # command line (a loopback test broker's), and not in format.log.
+      if [[ -n $KAFKA_SECURE_DIR ]]; then
+        scram=(--add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]"
+          --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]")
+      fi
+      java_run kafka.tools.StorageTool format -t "$id" -c "$KAFKA_DIR/server.properties" "${scram[@]}" \
         >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "formatting KRaft storage failed"; }
     fi
     # Appended, not truncated: a restarted broker's log keeps what happened
@@ -123,16 +206,18 @@ start() {
       >"$KAFKA_DIR/stdout.log" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
   fi
-  local i
-  for ((i = 0; i < 120; i++)); do
-    if metadata_ok; then
-      log "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"), dir $KAFKA_DIR)"
+  # A deadline, not a count of tries: a try that fails slowly (a TLS or
+  # SASL check waiting out kcat's 3 s) must not stretch the wait.
+  local deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    if metadata_ok && secure_ok; then
+      log "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT${KAFKA_SECURE_DIR:+ and SASL_SSL 127.0.0.1:$KAFKA_SECURE_PORT} (pid $(<"$PIDFILE"), dir $KAFKA_DIR)"
       return 0
     fi
     pid_alive "$PIDFILE" "$PATTERN" || break
     sleep 0.5
   done
-  log "kafka did not answer a metadata request; last log lines:"
+  log "kafka did not answer a metadata request${KAFKA_SECURE_DIR:+ on both listeners}; last log lines:"
   tail -n 40 "$LOGFILE" "$KAFKA_DIR/stdout.log" >&2 || true
   exit 1
 }
