@@ -4,8 +4,8 @@
 # dashboard's browser tests), then runs go vet, every test with the
 # race detector against those real services, schemathesis against a live
 # ingest and a live alerter (scripts/schemathesis.sh,
-# scripts/schemathesis-alerter.sh), and each fuzz target for FUZZTIME (20s
-# by default).
+# scripts/schemathesis-alerter.sh), the clustered and secured proofs (build
+# tag cluster), and each fuzz target for FUZZTIME (20s by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-20s}
@@ -44,6 +44,17 @@ if ! env $(cat "$envfile") go test -race -count=1 -timeout 10m \
 fi
 kill "$embedded_pid"; wait "$embedded_pid" 2>/dev/null || true
 rm -f "$envfile"
+echo "== past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster, TLS/SASL/ACL"
+# Each test starts the cluster or secured server it needs (scripts/
+# kafka-cluster.sh, scripts/redis-cluster.sh, the secured modes of kafka.sh
+# and redis.sh) and kills nodes of it; a step of its own so three more JVMs
+# never share the machine with the main run.
+cluster_pkgs=$(grep -rlE --include='*_test.go' '^//go:build cluster' . | xargs -n1 dirname | sort -u)
+if [[ -z $cluster_pkgs ]]; then echo "no test file carries the cluster build tag"; exit 1; fi
+go vet -tags cluster ./...
+cluster_start=$SECONDS
+go test -tags cluster -race -count=1 -timeout 25m -run '^(TestCluster|TestSecure)' $cluster_pkgs
+echo "-- the cluster step took $((SECONDS - cluster_start)) s"
 echo "== schemathesis: a live ingest against internal/ingestd/openapi.yaml"
 bash scripts/schemathesis.sh
 echo "== schemathesis: a live alerter against its merged API description"

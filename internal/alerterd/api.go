@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/api"
 	"github.com/nofly-dev/nofly/dashboard"
+	"github.com/nofly-dev/nofly/internal/redisconn"
 )
 
 // apiAuth is how the API authenticates, from --api-tokens and --http: the
@@ -80,7 +80,10 @@ func (a apiAuth) log(log *slog.Logger, addr string) {
 // /metrics, /healthz and /readyz. The client is closed when ctx ends.
 func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *prometheus.Registry,
 	healthy, ready func(context.Context) error, log *slog.Logger) (http.Handler, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ClientName: "nofly-api:" + cfg.Group, DialTimeout: 5 * time.Second})
+	rdb, err := cfg.openRedis(ctx, redisconn.Tuning{Name: "nofly-api:" + cfg.Group, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	context.AfterFunc(ctx, func() { _ = rdb.Close() })
 	s, err := api.New(api.Options{
 		Redis: rdb, Prefix: cfg.RedisPrefix, Topic: cfg.Topic, Partitions: partitions,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
+	"github.com/nofly-dev/nofly/internal/redisconn"
 )
 
 // Config is the alerter's configuration. Flags fill it, each with an
@@ -22,14 +25,16 @@ import (
 // configFields names them, Validate names the bad field. README.md next to
 // this file has the table.
 type Config struct {
-	Brokers    []string
-	Topic      string
-	Partitions int // the topic is created with it if missing
-	Group      string
+	Brokers            []string
+	Topic              string
+	Partitions         int // the topic is created with it if missing
+	Group              string
+	kafkaconn.Security // TLS and SASL to Kafka (--kafka-tls..., --kafka-sasl...)
 
-	RedisAddr   string
-	RedisPrefix string
-	EventTTL    time.Duration
+	RedisAddr        string // host:port, or a Redis Cluster: h:p,h:p,... or redis-cluster://h:p (redisconn)
+	redisconn.Access        // TLS and ACL user to Redis (--redis-tls..., --redis-user, --redis-password-file)
+	RedisPrefix      string
+	EventTTL         time.Duration
 
 	Zones string // GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
 	// StrictZones makes unknown GeoJSON zone properties errors (else
@@ -134,8 +139,22 @@ func (c Config) Validate() error {
 	if msg := envflag.CheckBrokers(c.Brokers); msg != "" {
 		return badField("Brokers", msg)
 	}
-	if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
-		return badField("RedisAddr", fmt.Sprintf("%q is not host:port", c.RedisAddr))
+	if _, err := redisconn.ParseAddr(c.RedisAddr); err != nil {
+		return badField("RedisAddr", err.Error())
+	}
+	if err := c.Security.Validate(); err != nil {
+		var fe *kafkaconn.FieldError
+		if errors.As(err, &fe) {
+			return badField(fe.Field, fe.Msg)
+		}
+		return err
+	}
+	if err := c.Access.Validate(); err != nil {
+		var fe *redisconn.FieldError
+		if errors.As(err, &fe) {
+			return badField(fe.Field, fe.Msg)
+		}
+		return err
 	}
 	if c.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -228,12 +247,14 @@ func parseLevel(s string) (slog.Level, error) {
 // Config: flags, their environment fallback, usage, errors, README's tables
 // (TestReadmeTable) and Environ all come from it. A new field is one row here
 // (TestConfigFieldsCoverConfig holds it to Config) and its rule in Validate.
-var configFields = envflag.Fields[Config]{
+var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "Brokers", Flag: "brokers", Env: "NOFLY_KAFKA_BROKERS", Usage: "Kafka bootstrap brokers, comma separated host:port"},
 	{Name: "Topic", Flag: "topic", Env: "NOFLY_TELEMETRY_TOPIC", Usage: "telemetry topic"},
 	{Name: "Partitions", Flag: "partitions", Env: "NOFLY_TELEMETRY_PARTITIONS", Usage: "partition count the topic is created with when missing"},
 	{Name: "Group", Flag: "group", Env: "NOFLY_ALERTER_GROUP", Usage: "consumer group id"},
-	{Name: "RedisAddr", Flag: "redis", Env: "NOFLY_REDIS_ADDR", Usage: "Redis host:port"},
+}, kafkaconn.Rows[Config](), envflag.Fields[Config]{
+	{Name: "RedisAddr", Flag: "redis", Env: "NOFLY_REDIS_ADDR", Usage: "Redis host:port; a Redis Cluster as host:port,host:port,... or redis-cluster://host:port"},
+}, redisconn.Rows[Config](), envflag.Fields[Config]{
 	{Name: "RedisPrefix", Flag: "redis-prefix", Env: "NOFLY_REDIS_PREFIX", Usage: "first part of every Redis key's hash tag"},
 	{Name: "EventTTL", Flag: "event-ttl", Env: "NOFLY_EVENT_TTL", Usage: "lifetime of an event's unique key in Redis"},
 	{Name: "Zones", Flag: "zones", Env: "NOFLY_ZONES", Usage: "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP"},
@@ -257,7 +278,7 @@ var configFields = envflag.Fields[Config]{
 	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
-}
+})
 
 // Environ returns what starts `alerter serve` as a subprocess with exactly
 // c: the NOFLY_* variables of its non-empty fields, and --flag= for its

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
+	"github.com/nofly-dev/nofly/internal/redisconn"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -101,7 +104,12 @@ func TestConfigFieldsCoverConfig(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	c := Config{
 		Brokers: []string{"k1:1", "k2:2"}, Topic: "t.x", Partitions: 3, Group: "g",
-		RedisAddr: "r:1", RedisPrefix: "p", EventTTL: 2 * time.Hour,
+		Security: kafkaconn.Security{KafkaTLS: true, KafkaTLSCA: "ca.pem", KafkaTLSCert: "c.pem", KafkaTLSKey: "k.pem",
+			KafkaSASL: "SCRAM-SHA-512", KafkaSASLUser: "u", KafkaSASLPasswordFile: "pw"},
+		RedisAddr: "redis-cluster://r:1",
+		Access: redisconn.Access{RedisUser: "ru", RedisPasswordFile: "rpw", RedisTLS: true, RedisTLSCA: "rca.pem",
+			RedisTLSCert: "rc.pem", RedisTLSKey: "rk.pem"},
+		RedisPrefix: "p", EventTTL: 2 * time.Hour,
 		Zones: "z.geojson", StrictZones: true, ConservativeZones: true, AllowEmptyZones: true,
 		Batch: 7, Linger: 5 * time.Millisecond,
 		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
@@ -139,7 +147,9 @@ func TestEnvironRoundTrip(t *testing.T) {
 	empty.Zones = "z"
 	empty.EventsTopic, empty.HTTPAddr = "", ""
 	vars, flags = empty.Environ()
-	if want := []string{"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins="}; !reflect.DeepEqual(flags, want) {
+	if want := []string{"--kafka-tls-ca=", "--kafka-tls-cert=", "--kafka-tls-key=", "--kafka-sasl=", "--kafka-sasl-user=", "--kafka-sasl-password-file=",
+		"--redis-user=", "--redis-password-file=", "--redis-tls-ca=", "--redis-tls-cert=", "--redis-tls-key=",
+		"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins="}; !reflect.DeepEqual(flags, want) {
 		t.Fatalf("flags %v, want %v", flags, want)
 	}
 	env = map[string]string{}

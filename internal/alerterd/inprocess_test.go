@@ -11,6 +11,7 @@ import (
 
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -48,7 +49,7 @@ func (p *pipeline) startMember(name string, zones *geofence.Current) *member {
 	rc := newRedisClient(cfg.RedisAddr, "inprocess-"+name)
 	m := newMetrics()
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDispatcher(ctx, cfg, p.partitions, m, log)
+	d, err := newDispatcher(ctx, cfg, kafkaconn.Conn{}, p.partitions, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/nofly-dev/nofly/alerts/outbox"
+	"github.com/nofly-dev/nofly/internal/redisconn"
 )
 
 // redriveCmd posts the dead letters of one webhook again, partition by
@@ -19,7 +18,7 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	c := DefaultConfig()
 	fs := newFlagSet("alerter redrive")
 	fs.SetOutput(stderr)
-	for _, field := range []string{"Topic", "RedisAddr", "RedisPrefix", "WebhookTimeout"} {
+	for _, field := range []string{"Topic", "RedisAddr", "RedisUser", "RedisPasswordFile", "RedisTLS", "RedisTLSCA", "RedisTLSCert", "RedisTLSKey", "RedisPrefix", "WebhookTimeout"} {
 		fs.field(&c, field, usages[field])
 	}
 	fs.field(&c, "Partitions", "partition count of the telemetry topic (one outbox each)")
@@ -42,11 +41,11 @@ func redriveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err := (outbox.Config{Topic: c.Topic, Webhooks: []outbox.Webhook{w}}).Validate(); err != nil {
 		return fmt.Errorf("%w: --webhook: %v", ErrConfig, err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: c.RedisAddr, ClientName: "nofly-redrive", DialTimeout: 5 * time.Second})
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", c.RedisAddr, err)
+	rdb, err := c.openRedis(ctx, redisconn.Tuning{Name: "nofly-redrive", DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
 	}
+	defer rdb.Close()
 	total, redelivered := 0, 0
 	for p := range c.Partitions {
 		res, err := outbox.Redrive(ctx, rdb, cfg, w, p, *dryRun)

@@ -16,7 +16,9 @@ import (
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
+	"github.com/nofly-dev/nofly/internal/redisconn"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -45,19 +47,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	zones.Store(ix)
 	logZoneReport(log, "zones loaded", rep, ix.Version())
 
-	rc := newRedisClient(cfg.RedisAddr, "nofly-alerter:"+cfg.Group)
-	defer rc.Close()
-	if err := rc.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", cfg.RedisAddr, err)
+	kc, err := cfg.openKafka(ctx, log)
+	if err != nil {
+		return err
 	}
+	rc, err := cfg.openRedis(ctx, storeTuning("nofly-alerter:"+cfg.Group))
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
 	// The telemetry topic is taken with whatever count it has (ingest
 	// checks it); the events topic must match it.
-	partitions, err := kafkatopic.Ensure(ctx, cfg.Brokers, kafkatopic.Spec{Name: cfg.Topic, Partitions: cfg.Partitions, AnyCount: true})
+	partitions, err := ensureTopic(ctx, cfg.Brokers, kc, kafkatopic.Spec{Name: cfg.Topic, Partitions: cfg.Partitions, AnyCount: true})
 	if err != nil {
 		return err
 	}
 	m := newMetrics()
-	d, err := newDispatcher(ctx, cfg, partitions, m, log)
+	d, err := newDispatcher(ctx, cfg, kc, partitions, m, log)
 	if err != nil {
 		return err
 	}
@@ -65,6 +71,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		defer d.close()
 	}
 	o := cfg.groupOptions(rc, &zones, log)
+	o.Dialer = kc.Dialer("nofly-alerter")
 	o.Registerer = m.reg
 	o.BeforeCommit = faultsFromEnv(os.Getenv, log).hook(log)
 	if d != nil { // a nil *outbox.Dispatcher in the interface would not be nil
@@ -146,7 +153,7 @@ func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, 
 // client.
 type dispatch struct {
 	d   *outbox.Dispatcher
-	rdb *redis.Client
+	rdb redis.UniversalClient
 }
 
 func (d *dispatch) close() { _ = d.rdb.Close() }
@@ -157,30 +164,34 @@ func (d *dispatch) close() { _ = d.rdb.Close() }
 // outbox goes to its partition p) and fails if it exists with another.
 // The dispatcher has its own Redis client: each output of each running
 // partition holds one connection in XREAD BLOCK.
-func newDispatcher(ctx context.Context, cfg Config, partitions int, m *metrics, log *slog.Logger) (*dispatch, error) {
+func newDispatcher(ctx context.Context, cfg Config, kc kafkaconn.Conn, partitions int, m *metrics, log *slog.Logger) (*dispatch, error) {
 	if !cfg.dispatching() {
 		log.Warn("outbox dispatch is off: no events topic and no webhook")
 		return nil, nil
 	}
 	var ko *outbox.KafkaOutput
 	if cfg.EventsTopic != "" {
-		if _, err := kafkatopic.Ensure(ctx, cfg.Brokers, kafkatopic.Spec{Name: cfg.EventsTopic, Partitions: partitions}); err != nil {
+		if _, err := ensureTopic(ctx, cfg.Brokers, kc, kafkatopic.Spec{Name: cfg.EventsTopic, Partitions: partitions}); err != nil {
 			if errors.Is(err, kafkatopic.ErrPartitionCount) {
 				return nil, fmt.Errorf("events topic %s must have the partition count of the telemetry topic %s (%d), since partition p's events go to its partition p; recreate it or choose another --events-topic: %w",
 					cfg.EventsTopic, cfg.Topic, partitions, err)
 			}
 			return nil, fmt.Errorf("events topic: %w", err)
 		}
-		ko = outbox.NewKafkaOutput(cfg.Brokers, cfg.EventsTopic, producer.Config{ClientID: "nofly-outbox", Logger: log})
+		ko = outbox.NewKafkaOutput(cfg.Brokers, cfg.EventsTopic, producer.Config{ClientID: "nofly-outbox", Logger: log, TLS: kc.TLS, SASL: kc.SASL})
 	}
 	outputs := len(cfg.Webhooks)
 	if ko != nil {
 		outputs++
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ClientName: "nofly-outbox:" + cfg.Group,
+	rdb, err := cfg.openRedis(ctx, redisconn.Tuning{Name: "nofly-outbox:" + cfg.Group,
 		// Every output of every partition blocks one connection in XREAD;
-		// the lag gauges and cursor writes need a few more.
+		// the lag gauges and cursor writes need a few more. (Per node on
+		// a cluster, so a little more than needed there.)
 		PoolSize: partitions*(outputs+1) + 4, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	oc := cfg.dispatchConfig()
 	oc.Registerer = m.reg
 	oc.Logger = log
@@ -212,4 +223,12 @@ func reloadZones(src zoneSource, zones *geofence.Current, m *metrics, log *slog.
 	ch := geofence.Diff(old, ix)
 	m.reloads.WithLabelValues("ok").Inc()
 	log.Info("zones reloaded", "version", ix.Version(), "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
+}
+
+// ensureTopic is kafkatopic.Ensure over kc's TLS and SASL settings.
+func ensureTopic(ctx context.Context, brokers []string, kc kafkaconn.Conn, s kafkatopic.Spec) (int, error) {
+	tr := kc.Transport("nofly-alerter-admin")
+	defer tr.CloseIdleConnections()
+	s.Transport = tr
+	return kafkatopic.Ensure(ctx, brokers, s)
 }

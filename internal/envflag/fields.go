@@ -131,9 +131,14 @@ func (t Fields[C]) Missing() []string {
 			missing = append(missing, "row "+f.Name+" names no field")
 		}
 	}
-	for i := range rt.NumField() {
-		if n := rt.Field(i).Name; !rows[n] {
-			missing = append(missing, "field "+n+" has no row")
+	// An embedded struct's fields are the command's own (a shared block
+	// of settings such as kafkaconn.Security): each needs its row.
+	for _, f := range reflect.VisibleFields(rt) {
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			continue
+		}
+		if !rows[f.Name] {
+			missing = append(missing, "field "+f.Name+" has no row")
 		}
 	}
 	return missing

@@ -1,13 +1,16 @@
 package ingestd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/internal/envflag"
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
 // Config is the configuration of every subcommand: Kafka, the topic, the
@@ -15,10 +18,11 @@ import (
 // as fallback (a flag given on the command line wins); configFields names
 // them, Validate names the bad field.
 type Config struct {
-	Brokers     []string
-	Topic       string
-	Partitions  int
-	Replication int // -1 = the broker's default.replication.factor
+	Brokers            []string
+	Topic              string
+	Partitions         int
+	Replication        int // -1 = the broker's default.replication.factor
+	kafkaconn.Security     // TLS and SASL to Kafka (--kafka-tls..., --kafka-sasl...)
 
 	Addr            string
 	MaxBodyBytes    int64
@@ -68,6 +72,13 @@ func (c Config) Validate() error {
 	if msg := envflag.CheckBrokers(c.Brokers); msg != "" {
 		return badField("Brokers", msg)
 	}
+	if err := c.Security.Validate(); err != nil {
+		var fe *kafkaconn.FieldError
+		if errors.As(err, &fe) {
+			return badField(fe.Field, fe.Msg)
+		}
+		return err
+	}
 	switch {
 	case c.Topic == "" || len(c.Topic) > 249 || strings.Trim(c.Topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
 		return badField("Topic", fmt.Sprintf("%q is not a Kafka topic name (1-249 of [a-zA-Z0-9._-])", c.Topic))
@@ -115,11 +126,12 @@ func parseLevel(s string) (slog.Level, error) {
 // (TestReadmeTable) and Environ all come from it. A new field is one row here
 // (TestConfigFieldsCoverConfig holds it to Config), its name in kafkaFlags
 // or serveFlags, and its rule in Validate.
-var configFields = envflag.Fields[Config]{
+var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "Brokers", Flag: "brokers", Env: "NOFLY_KAFKA_BROKERS", Usage: "Kafka bootstrap brokers, comma separated host:port"},
 	{Name: "Topic", Flag: "topic", Env: "NOFLY_TELEMETRY_TOPIC", Usage: "telemetry topic"},
 	{Name: "Partitions", Flag: "partitions", Env: "NOFLY_TELEMETRY_PARTITIONS", Usage: "partition count the topic is created with, and must have"},
 	{Name: "Replication", Flag: "replication", Env: "NOFLY_TELEMETRY_REPLICATION", Usage: "replication factor the topic is created with; -1 = broker default"},
+}, kafkaconn.Rows[Config](), envflag.Fields[Config]{
 	{Name: "Addr", Flag: "addr", Env: "NOFLY_INGEST_ADDR", Usage: "HTTP listen address"},
 	{Name: "MaxBodyBytes", Flag: "max-body-bytes", Env: "NOFLY_INGEST_MAX_BODY_BYTES", Usage: "largest request body in bytes (413 beyond)"},
 	{Name: "MaxRecords", Flag: "max-records", Env: "NOFLY_INGEST_MAX_RECORDS", Usage: "most records in one request (413 beyond)"},
@@ -132,7 +144,7 @@ var configFields = envflag.Fields[Config]{
 	{Name: "FeedKeys", Flag: "feed-keys", Env: "NOFLY_INGEST_FEED_KEYS", Usage: "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write"},
 	{Name: "InsecureOpenIntake", Flag: "insecure-open-intake", Env: "NOFLY_INGEST_INSECURE_OPEN_INTAKE", Usage: "without --feed-keys, let every client write, not only loopback ones (insecure)"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "log level: debug, info, warn, error"},
-}
+})
 
 // Environ returns what starts `ingest serve` as a subprocess with exactly
 // c: the NOFLY_* variables of its non-empty fields, and --flag= for its
@@ -146,7 +158,8 @@ func newFlagSet(name string) *flagSet { return &flagSet{envflag.New(name)} }
 
 // kafkaFlags registers the fields every subcommand shares.
 func (f *flagSet) kafkaFlags(c *Config) {
-	configFields.RegisterOnly(f.FlagSet, c, "Brokers", "Topic", "Partitions", "Replication", "LogLevel")
+	configFields.RegisterOnly(f.FlagSet, c, "Brokers", "Topic", "Partitions", "Replication",
+		"KafkaTLS", "KafkaTLSCA", "KafkaTLSCert", "KafkaTLSKey", "KafkaSASL", "KafkaSASLUser", "KafkaSASLPasswordFile", "LogLevel")
 }
 
 // serveFlags registers the fields of the HTTP intake.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
 func parseServe(args []string, env map[string]string) (Config, error) {
@@ -164,6 +166,8 @@ func TestSubcommandFlags(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	full := Config{
 		Brokers: []string{"k1:1", "k2:2"}, Topic: "t.x", Partitions: 3, Replication: 2,
+		Security: kafkaconn.Security{KafkaTLS: true, KafkaTLSCA: "ca.pem", KafkaTLSCert: "c.pem", KafkaTLSKey: "k.pem",
+			KafkaSASL: "PLAIN", KafkaSASLUser: "u", KafkaSASLPasswordFile: "pw"},
 		Addr: ":9", MaxBodyBytes: 1000, MaxRecords: 5, MaxLineBytes: 500,
 		ProduceTimeout: 2 * time.Second, RetryAfter: 3 * time.Second, ShutdownTimeout: 4 * time.Second,
 		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour,
@@ -173,6 +177,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 	open.FeedKeys, open.InsecureOpenIntake = "", true
 	noKeys := DefaultConfig()
 	noKeys.Addr = "127.0.0.1:0"
+	// The defaults leave every TLS and SASL file empty: only flags clear them.
+	noSecurity := []string{"--kafka-tls-ca=", "--kafka-tls-cert=", "--kafka-tls-key=", "--kafka-sasl=", "--kafka-sasl-user=", "--kafka-sasl-password-file="}
 	tests := []struct {
 		name      string
 		c         Config
@@ -180,7 +186,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	}{
 		{"every field set", full, nil},
 		{"open intake", open, []string{"--feed-keys="}},
-		{"defaults", noKeys, []string{"--feed-keys="}},
+		{"defaults", noKeys, append(noSecurity, "--feed-keys=")},
 	}
 	d := DefaultConfig()
 	for i, v := 0, reflect.ValueOf(full); i < v.NumField(); i++ {

@@ -72,11 +72,21 @@ func sendCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintln(stderr, "optional field dropped, record sent without it:", d)
 	}
 
-	admin := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{ClientID: "nofly-ingest-send"}}
+	kc, err := cfg.Security.Load()
+	if err != nil {
+		return err
+	}
+	if err := kc.Check(ctx, cfg.Brokers); err != nil {
+		return err
+	}
+	tr := kc.Transport("nofly-ingest-send")
+	defer tr.CloseIdleConnections()
+	admin := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 	if err := ensureTopic(ctx, admin, cfg); err != nil {
 		return err
 	}
-	p, err := producer.New(ctx, producer.Config{Brokers: cfg.Brokers, Topic: cfg.Topic, ClientID: "nofly-ingest-send", Logger: log})
+	p, err := producer.New(ctx, producer.Config{Brokers: cfg.Brokers, Topic: cfg.Topic, ClientID: "nofly-ingest-send", Logger: log,
+		TLS: kc.TLS, SASL: kc.SASL})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/ingest/feedkey"
+	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -53,7 +54,8 @@ type service struct {
 	http  *http.Server
 	api   *ingest.Server
 	prod  lazyProducer
-	admin *kafka.Client // topic creation and readiness; its own transport
+	admin *kafka.Client  // topic creation and readiness; its own transport
+	kc    kafkaconn.Conn // TLS and SASL of every Kafka connection
 	// dial ensures the topic and makes the producer; tests replace it.
 	dial  func(ctx context.Context) (kafkaProducer, error)
 	feeds *feedkey.Set // nil without --feed-keys
@@ -77,10 +79,17 @@ func noBound(d time.Duration) time.Duration {
 // newService listens on cfg.Addr and builds the handler. Kafka is reached
 // in run: the process serves /healthz (and 503s) while the broker is away.
 func newService(cfg Config, log *slog.Logger) (*service, error) {
-	s := &service{cfg: cfg, log: log}
+	// Unreadable TLS or password files are configuration errors: the
+	// process does not start (a refused password is found in connect).
+	kc, err := cfg.Security.Load()
+	if err != nil {
+		return nil, err
+	}
+	s := &service{cfg: cfg, log: log, kc: kc}
 	s.dial = s.dialKafka
-	s.admin = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second,
-		Transport: &kafka.Transport{ClientID: "nofly-ingest-admin", MetadataTTL: 5 * time.Second}}
+	tr := kc.Transport("nofly-ingest-admin")
+	tr.MetadataTTL = 5 * time.Second
+	s.admin = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		ingest.NewStatsCollector(s.prod.Stats))
@@ -185,12 +194,15 @@ func (s *service) run(ctx context.Context) error {
 func (s *service) connect(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		p, err := s.dial(ctx)
-		if errors.Is(err, errPartitionCount) {
+		// Retrying cannot fix another partition count, refused
+		// credentials or a failed TLS handshake: the process stops and
+		// says why, instead of looking like a broker outage.
+		if errors.Is(err, errPartitionCount) || kafkaconn.Permanent(err) {
 			return err
 		}
 		if err == nil {
 			s.prod.set(p)
-			s.log.Info("connected to kafka", "producer_id", p.Stats().ProducerID)
+			s.log.Info("connected to kafka", "producer_id", p.Stats().ProducerID, "security", s.cfg.Security.Describe())
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -207,11 +219,14 @@ func (s *service) connect(ctx context.Context) error {
 }
 
 func (s *service) dialKafka(ctx context.Context) (kafkaProducer, error) {
+	if err := s.kc.Check(ctx, s.cfg.Brokers); err != nil {
+		return nil, err
+	}
 	if err := ensureTopic(ctx, s.admin, s.cfg); err != nil {
 		return nil, err
 	}
 	return producer.New(ctx, producer.Config{Brokers: s.cfg.Brokers, Topic: s.cfg.Topic,
-		ClientID: "nofly-ingest", Logger: s.log})
+		ClientID: "nofly-ingest", Logger: s.log, TLS: s.kc.TLS, SASL: s.kc.SASL})
 }
 
 // ready: the producer is up and the broker answers metadata for the topic

@@ -17,12 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/internal/envflag"
+	"github.com/nofly-dev/nofly/internal/secretfile"
 	"github.com/nofly-dev/nofly/internal/tlsconf"
 )
 
@@ -66,10 +67,10 @@ func (a Addr) String() string {
 	return strings.Join(a.Nodes, ",")
 }
 
-// Security is how a client authenticates and encrypts. The zero value is
+// Access is how a client authenticates and encrypts. The zero value is
 // plaintext without a user (the loopback default). A command embeds it in
 // its Config, so its fields are the command's fields (and flags).
-type Security struct {
+type Access struct {
 	RedisUser         string // ACL user; "" = the default user
 	RedisPasswordFile string // file whose first line is the password; "" = no AUTH
 	RedisTLS          bool   // TLS with the system's roots (a CA, cert or key file turns it on too)
@@ -78,27 +79,34 @@ type Security struct {
 	RedisTLSKey       string
 }
 
-func (s Security) tlsFiles() tlsconf.Files {
+func (s Access) tlsFiles() tlsconf.Files {
 	return tlsconf.Files{CA: s.RedisTLSCA, Cert: s.RedisTLSCert, Key: s.RedisTLSKey}
 }
 
 // TLSOn reports whether connections use TLS.
-func (s Security) TLSOn() bool { return s.RedisTLS || s.tlsFiles().Any() }
+func (s Access) TLSOn() bool { return s.RedisTLS || s.tlsFiles().Any() }
 
-// Validate checks what can be checked without reading files.
-func (s Security) Validate() error {
+// FieldError is a bad setting: Field names the Access field (a command
+// turns it into its flag and variable), Msg says what is wrong.
+type FieldError struct{ Field, Msg string }
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate checks what can be checked without reading files; the error is
+// a *FieldError.
+func (s Access) Validate() error {
 	if s.RedisUser != "" && s.RedisPasswordFile == "" {
-		return errors.New("an ACL user needs a password file")
+		return &FieldError{"RedisPasswordFile", "an ACL user needs a password file"}
 	}
 	if (s.RedisTLSCert == "") != (s.RedisTLSKey == "") {
-		return errors.New("the TLS client certificate and key go together")
+		return &FieldError{"RedisTLSCert", "the TLS client certificate and key go together: give both or neither"}
 	}
 	return nil
 }
 
 // Describe says how connections are made, for a start-up log line: never
 // the password, only where it comes from.
-func (s Security) Describe() string {
+func (s Access) Describe() string {
 	var parts []string
 	if s.TLSOn() {
 		parts = append(parts, "tls")
@@ -124,25 +132,10 @@ type Tuning struct {
 	WriteTimeout time.Duration
 }
 
-// ReadPassword reads the first line of file: a trailing newline (as an
-// editor or `echo` leaves) is not part of the password.
-func ReadPassword(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("password file: %w", err)
-	}
-	pw, _, _ := strings.Cut(string(b), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
-	if pw == "" {
-		return "", fmt.Errorf("password file %s: the first line is empty", file)
-	}
-	return pw, nil
-}
-
 // Open returns a client of addr: a *redis.Client for one server, a
 // *redis.ClusterClient for a cluster. It reads the password and TLS files
 // (errors name them) but does not connect; Check does.
-func Open(addr string, s Security, t Tuning) (redis.UniversalClient, error) {
+func Open(addr string, s Access, t Tuning) (redis.UniversalClient, error) {
 	a, err := ParseAddr(addr)
 	if err != nil {
 		return nil, fmt.Errorf("redis address: %w", err)
@@ -152,7 +145,7 @@ func Open(addr string, s Security, t Tuning) (redis.UniversalClient, error) {
 	}
 	var pw string
 	if s.RedisPasswordFile != "" {
-		if pw, err = ReadPassword(s.RedisPasswordFile); err != nil {
+		if pw, err = secretfile.Read(s.RedisPasswordFile); err != nil {
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 	}
@@ -182,7 +175,7 @@ var ErrAuth = errors.New("redis refused the credentials")
 // Check pings the server (every primary of a cluster) and turns a refused
 // AUTH into an error that says so, naming the user and the password file
 // but never the password.
-func Check(ctx context.Context, c redis.UniversalClient, s Security) error {
+func Check(ctx context.Context, c redis.UniversalClient, s Access) error {
 	ping := func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }
 	var err error
 	if cc, ok := c.(*redis.ClusterClient); ok {
@@ -206,4 +199,17 @@ func Check(ctx context.Context, c redis.UniversalClient, s Security) error {
 		return fmt.Errorf("%w: user %s (%s): %v", ErrAuth, user, from, err)
 	}
 	return err
+}
+
+// Rows are the configuration rows of Access's fields for a command whose
+// Config embeds Access: the same flags and variables on every command.
+func Rows[C any]() envflag.Fields[C] {
+	return envflag.Fields[C]{
+		{Name: "RedisUser", Flag: "redis-user", Env: "NOFLY_REDIS_USER", Usage: "Redis ACL user (with --redis-password-file); empty: the default user"},
+		{Name: "RedisPasswordFile", Flag: "redis-password-file", Env: "NOFLY_REDIS_PASSWORD_FILE", Usage: "file whose first line is the Redis password (never a flag: it would show in process listings); empty: no AUTH"},
+		{Name: "RedisTLS", Flag: "redis-tls", Env: "NOFLY_REDIS_TLS", Usage: "connect to Redis over TLS (the system's CA roots unless --redis-tls-ca; any TLS file turns TLS on)"},
+		{Name: "RedisTLSCA", Flag: "redis-tls-ca", Env: "NOFLY_REDIS_TLS_CA", Usage: "PEM file of the CA certificates that sign the Redis servers' certificates"},
+		{Name: "RedisTLSCert", Flag: "redis-tls-cert", Env: "NOFLY_REDIS_TLS_CERT", Usage: "PEM client certificate for a server with tls-auth-clients (with --redis-tls-key)"},
+		{Name: "RedisTLSKey", Flag: "redis-tls-key", Env: "NOFLY_REDIS_TLS_KEY", Usage: "PEM private key of --redis-tls-cert"},
+	}
 }

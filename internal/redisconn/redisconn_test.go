@@ -55,7 +55,7 @@ func TestOpenPicksTheClient(t *testing.T) {
 	if err := os.WriteFile(pwf, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Open("127.0.0.1:1", Security{RedisUser: "nofly", RedisPasswordFile: pwf}, Tuning{Name: "x", MaxRetries: -1})
+	c, err := Open("127.0.0.1:1", Access{RedisUser: "nofly", RedisPasswordFile: pwf}, Tuning{Name: "x", MaxRetries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestOpenPicksTheClient(t *testing.T) {
 	if o.Username != "nofly" || o.Password != "s3cret" || o.MaxRetries != 0 || o.ClientName != "x" {
 		t.Errorf("options: user %q password %q retries %d name %q", o.Username, o.Password, o.MaxRetries, o.ClientName)
 	}
-	cc, err := Open("redis-cluster://127.0.0.1:1", Security{RedisTLS: true}, Tuning{})
+	cc, err := Open("redis-cluster://127.0.0.1:1", Access{RedisTLS: true}, Tuning{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,15 +83,15 @@ func TestOpenErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		addr    string
-		s       Security
+		s       Access
 		wantErr string
 	}{
-		{"bad address", "nohost", Security{}, "redis address"},
-		{"user without password", "a:1", Security{RedisUser: "u"}, "needs a password file"},
-		{"missing password file", "a:1", Security{RedisPasswordFile: filepath.Join(dir, "nope")}, "nope"},
-		{"empty first line", "a:1", Security{RedisPasswordFile: empty}, "first line is empty"},
-		{"missing CA", "a:1", Security{RedisTLSCA: filepath.Join(dir, "ca.pem")}, "ca.pem"},
-		{"cert without key", "a:1", Security{RedisTLSCert: empty}, "go together"},
+		{"bad address", "nohost", Access{}, "redis address"},
+		{"user without password", "a:1", Access{RedisUser: "u"}, "needs a password file"},
+		{"missing password file", "a:1", Access{RedisPasswordFile: filepath.Join(dir, "nope")}, "nope"},
+		{"empty first line", "a:1", Access{RedisPasswordFile: empty}, "first line is empty"},
+		{"missing CA", "a:1", Access{RedisTLSCA: filepath.Join(dir, "ca.pem")}, "ca.pem"},
+		{"cert without key", "a:1", Access{RedisTLSCert: empty}, "go together"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestDescribeNeverHoldsThePassword(t *testing.T) {
 	if err := os.WriteFile(pwf, []byte("hunter2"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := Security{RedisUser: "nofly", RedisPasswordFile: pwf, RedisTLSCA: "ca.pem"}
+	s := Access{RedisUser: "nofly", RedisPasswordFile: pwf, RedisTLSCA: "ca.pem"}
 	d := s.Describe()
 	if strings.Contains(d, "hunter2") || !strings.Contains(d, "tls") || !strings.Contains(d, pwf) {
 		t.Errorf("Describe() = %q", d)
