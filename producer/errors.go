@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -187,4 +189,37 @@ func isNetworkError(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, context.DeadlineExceeded)
+}
+
+// refusedConnection reports whether err is a connection refused for its
+// settings: SASL credentials or mechanism refused, or a failed TLS
+// handshake (an untrusted or mismatched certificate, TLS against a
+// plaintext listener). No retry fixes those, so set-up gives up at once
+// with the reason instead of as a broker that seemed unavailable.
+func refusedConnection(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return true
+		}
+	}
+	var (
+		rh tls.RecordHeaderError
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		al tls.AlertError
+	)
+	if errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) ||
+		errors.As(err, &ci) || errors.As(err, &al) {
+		return true
+	}
+	// An alert from the server (it refused our client certificate) is, on a
+	// TCP connection, a *net.OpError of Op "remote error" around an
+	// unexported type; tls.AlertError is only QUIC's. In TLS 1.3 it comes
+	// with the first read after the handshake.
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
 }

@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -123,5 +125,35 @@ func TestProduceRejectsInvalidRecordsWithoutSending(t *testing.T) {
 	var pe *ProduceError
 	if !errors.As(err, &pe) || fmt.Sprint(pe.Indexes()) != "[1 2 3]" || !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestRefusedConnection: set-up gives up at once on what no retry fixes
+// (credentials, certificates) and keeps retrying network trouble.
+func TestRefusedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"sasl refused, with the broker's text", fmt.Errorf("sasl PLAIN: %w: Invalid username or password", kafka.SASLAuthenticationFailed), true},
+		{"mechanism not enabled", kafka.UnsupportedSASLMechanism, true},
+		{"no SASL exchange", kafka.IllegalSASLState, true},
+		{"unknown CA", fmt.Errorf("tls handshake: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), true},
+		{"hostname mismatch", x509.HostnameError{Host: "10.0.0.1"}, true},
+		{"TLS to a plaintext port", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, true},
+		{"server refused our certificate (QUIC's form)", tls.AlertError(42), true},
+		{"server refused our certificate", fmt.Errorf("kafka.(*Client).Metadata: %w", &net.OpError{Op: "remote error", Err: errors.New("tls: unknown certificate")}), true},
+		{"connection reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, false},
+		{"connection refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), false},
+		{"EOF", io.EOF, false},
+		{"leader moved", kafka.NotLeaderForPartition, false},
+		{"authorization", kafka.TopicAuthorizationFailed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := refusedConnection(tc.err); got != tc.want {
+				t.Errorf("refusedConnection(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

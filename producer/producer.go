@@ -122,6 +122,9 @@ func New(ctx context.Context, cfg Config) (*Producer, error) {
 func (p *Producer) partitionCount(ctx context.Context) (int, error) {
 	md, err := p.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.cfg.Topic}})
 	if err != nil {
+		if refusedConnection(err) {
+			return 0, fmt.Errorf("producer: metadata: %w", err)
+		}
 		return 0, fmt.Errorf("producer: metadata: %w: %w", ErrBrokerUnavailable, err)
 	}
 	for _, t := range md.Topics {
@@ -148,7 +151,7 @@ func (p *Producer) initWithRetry(ctx context.Context) (batchSession, error) {
 			return s, nil
 		}
 		var ke kafka.Error
-		if errors.As(err, &ke) && !ke.Temporary() && ke != codeConcurrentTxns {
+		if (errors.As(err, &ke) && !ke.Temporary() && ke != codeConcurrentTxns) || refusedConnection(err) {
 			return batchSession{}, fmt.Errorf("producer: %w", err)
 		}
 		p.log.Debug("init producer id failed, retrying", "error", err, "attempt", attempt)

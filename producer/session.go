@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/apiversions"
 	"github.com/segmentio/kafka-go/protocol/initproducerid"
+	"github.com/segmentio/kafka-go/protocol/saslauthenticate"
+	"github.com/segmentio/kafka-go/protocol/saslhandshake"
+	"github.com/segmentio/kafka-go/sasl"
 )
 
 // initProducerID asks a broker for a new producer id (epoch 0), sending
@@ -73,13 +78,28 @@ type brokerConn struct {
 	pc   *protocol.Conn
 }
 
+// dialBroker connects as kafka-go's Transport does: TLS (ServerName from
+// the address when the config leaves it empty, or verification fails),
+// ApiVersions, then the SASL exchange. The TLS handshake runs here, within
+// ctx, so a bad certificate is reported as that and not as a failed request.
 func dialBroker(ctx context.Context, cfg Config, addr string) (*brokerConn, error) {
 	conn, err := cfg.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.TLS != nil {
-		conn = tls.Client(conn, cfg.TLS)
+		tc := cfg.TLS
+		if tc.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			tc = tc.Clone()
+			tc.ServerName = host
+		}
+		t := tls.Client(conn, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		conn = t
 	}
 	bc := &brokerConn{conn: conn, pc: protocol.NewConn(conn, cfg.ClientID)}
 	m, err := bc.roundTrip(ctx, new(apiversions.Request))
@@ -98,7 +118,59 @@ func dialBroker(ctx context.Context, cfg Config, addr string) (*brokerConn, erro
 		versions[key] = key.SelectVersion(k.MinVersion, k.MaxVersion)
 	}
 	bc.pc.SetVersions(versions)
+	if cfg.SASL != nil {
+		if err := bc.authenticate(ctx, cfg.SASL, addr); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sasl %s: %w", cfg.SASL.Name(), err)
+		}
+	}
 	return bc, nil
+}
+
+// authenticate runs the SASL exchange of kafka-go's transport
+// (authenticateSASL): SaslHandshake names the mechanism, then
+// SaslAuthenticate rounds carry its messages until it is done. A refusal is
+// kafka.SASLAuthenticationFailed with the broker's message, which names the
+// mechanism, never the password.
+func (bc *brokerConn) authenticate(ctx context.Context, mech sasl.Mechanism, addr string) error {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	port, _ := strconv.Atoi(portStr)
+	ctx = sasl.WithMetadata(ctx, &sasl.Metadata{Host: host, Port: port})
+	m, err := bc.roundTrip(ctx, &saslhandshake.Request{Mechanism: mech.Name()})
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if code := m.(*saslhandshake.Response).ErrorCode; code != 0 {
+		return fmt.Errorf("handshake: %w", kafka.Error(code))
+	}
+	sess, state, err := mech.Start(ctx)
+	if err != nil {
+		return err
+	}
+	for done := false; !done; {
+		m, err := bc.roundTrip(ctx, &saslauthenticate.Request{AuthBytes: state})
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				// A broker may end a failed exchange by closing the connection.
+				return kafka.SASLAuthenticationFailed
+			}
+			return err
+		}
+		res := m.(*saslauthenticate.Response)
+		if res.ErrorCode != 0 {
+			if res.ErrorMessage != "" {
+				return fmt.Errorf("%w: %s", kafka.Error(res.ErrorCode), res.ErrorMessage)
+			}
+			return kafka.Error(res.ErrorCode)
+		}
+		if done, state, err = sess.Next(ctx, res.AuthBytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // roundTrip sends req and reads its answer, within ctx: its deadline, and

@@ -440,6 +440,9 @@ func (w *TxnWriter) wrap(what string, err error) error {
 			return fmt.Errorf("producer: %s: %w: %w", what, ErrRejected, err)
 		}
 	}
+	if refusedConnection(err) {
+		return fmt.Errorf("producer: %s: %w: %w", what, ErrRejected, err)
+	}
 	return fmt.Errorf("producer: %s: %w", what, err)
 }
 

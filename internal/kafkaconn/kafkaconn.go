@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -175,8 +176,14 @@ func tlsFailure(err error) bool {
 		ci  x509.CertificateInvalidError
 		alt tls.AlertError
 	)
-	return errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) ||
-		errors.As(err, &ci) || errors.As(err, &alt)
+	if errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) ||
+		errors.As(err, &ci) || errors.As(err, &alt) {
+		return true
+	}
+	// The server's alert (it refused our client certificate) is, over TCP,
+	// a *net.OpError of Op "remote error" (tls.AlertError is QUIC's only).
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // Check asks the brokers for metadata, so a wrong password, an untrusted

@@ -2,11 +2,16 @@ package kafkaconn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,5 +127,26 @@ func TestCheckTLSAgainstPlaintext(t *testing.T) {
 	err = c.Check(ctx, []string{l.Addr().String()})
 	if !errors.Is(err, ErrTLS) || !Permanent(err) {
 		t.Fatalf("Check = %v, want ErrTLS", err)
+	}
+}
+
+// TestTLSFailure: a server's alert reaches a TCP client as a *net.OpError
+// "remote error", and is configuration like a bad server certificate.
+func TestTLSFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"client certificate refused", fmt.Errorf("kafka.(*Client).Metadata: %w", &net.OpError{Op: "remote error", Err: errors.New("tls: unknown certificate")}), true},
+		{"unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, true},
+		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, false},
+		{"EOF", io.EOF, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tlsFailure(tc.err); got != tc.want {
+				t.Errorf("tlsFailure(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

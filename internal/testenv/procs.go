@@ -20,6 +20,7 @@ type KafkaProc struct {
 	ctlPort int
 	dir     string
 	props   []string
+	env     []string // more of scripts/kafka.sh's settings (StartSecureKafka)
 }
 
 // StartKafka starts a private single-node KRaft broker on free ports through
@@ -31,7 +32,11 @@ func StartKafka(t testing.TB) *KafkaProc { return StartKafkaWith(t) }
 // fails, the warnings and errors of the broker's log are logged with it.
 func StartKafkaWith(t testing.TB, props ...string) *KafkaProc {
 	t.Helper()
-	k := &KafkaProc{t: t, port: FreePort(t), ctlPort: FreePort(t), dir: t.TempDir(), props: props}
+	return startKafka(t, &KafkaProc{t: t, port: FreePort(t), ctlPort: FreePort(t), dir: t.TempDir(), props: props})
+}
+
+func startKafka(t testing.TB, k *KafkaProc) *KafkaProc {
+	t.Helper()
 	t.Cleanup(func() {
 		_ = k.run(context.Background(), "stop")
 		if t.Failed() {
@@ -86,25 +91,30 @@ func (k *KafkaProc) Restart(ctx context.Context) error {
 }
 
 func (k *KafkaProc) run(ctx context.Context, verb string) error {
-	return runScript(ctx, "kafka.sh", verb,
-		"KAFKA_PORT="+strconv.Itoa(k.port),
-		"KAFKA_CONTROLLER_PORT="+strconv.Itoa(k.ctlPort),
-		"KAFKA_DIR="+k.dir,
+	return runScript(ctx, "kafka.sh", verb, append([]string{
+		"KAFKA_PORT=" + strconv.Itoa(k.port),
+		"KAFKA_CONTROLLER_PORT=" + strconv.Itoa(k.ctlPort),
+		"KAFKA_DIR=" + k.dir,
 		"KAFKA_HEAP_OPTS=-Xms128m -Xmx512m",
-		"KAFKA_EXTRA_PROPS="+strings.Join(k.props, "\n"))
+		"KAFKA_EXTRA_PROPS=" + strings.Join(k.props, "\n")}, k.env...)...)
 }
 
 // RedisProc is a private Redis server one test owns and may restart.
 type RedisProc struct {
 	port int
 	dir  string
+	env  []string // more of scripts/redis.sh's settings (StartSecureRedis)
 }
 
 // StartRedis starts a private redis-server (AOF, appendfsync always) on a free
 // port through scripts/redis.sh, and stops it when the test ends.
 func StartRedis(t testing.TB) *RedisProc {
 	t.Helper()
-	r := &RedisProc{port: FreePort(t), dir: t.TempDir()}
+	return startRedis(t, &RedisProc{port: FreePort(t), dir: t.TempDir()})
+}
+
+func startRedis(t testing.TB, r *RedisProc) *RedisProc {
+	t.Helper()
 	t.Cleanup(func() { _ = r.run(context.Background(), "stop") })
 	if err := r.run(context.Background(), "start"); err != nil {
 		t.Fatalf("start private redis: %v", err)
@@ -156,7 +166,7 @@ func (r *RedisProc) Restart(ctx context.Context) error {
 }
 
 func (r *RedisProc) run(ctx context.Context, verb string) error {
-	return runScript(ctx, "redis.sh", verb, "REDIS_PORT="+strconv.Itoa(r.port), "REDIS_DIR="+r.dir)
+	return runScript(ctx, "redis.sh", verb, append([]string{"REDIS_PORT=" + strconv.Itoa(r.port), "REDIS_DIR=" + r.dir}, r.env...)...)
 }
 
 // KafkaLibs returns the directory of the Kafka jars (for kafka.tools.*
