@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/nofly-dev/nofly/internal/committed"
 	"github.com/nofly-dev/nofly/internal/redislayout"
@@ -85,7 +87,7 @@ func NewKafkaOutput(brokers []string, topic string, cfg producer.Config) *KafkaO
 				Partition: partition, TransactionalID: TransactionalID(topic, partition),
 			})
 		},
-		Tail: &KafkaTail{Brokers: brokers, Topic: topic},
+		Tail: &KafkaTail{Brokers: brokers, Topic: topic, TLS: cfg.TLS, SASL: cfg.SASL},
 	}
 }
 
@@ -96,13 +98,16 @@ type KafkaTail struct {
 	Topic   string
 	// Timeout bounds each request. Default 10s.
 	Timeout time.Duration
+	// TLS and SASL secure its connections as the writer's are (nil: off).
+	TLS  *tls.Config
+	SASL sasl.Mechanism
 }
 
 // Tail implements TailReader. It uses a fresh transport each call (called
 // once per start or error, and a pooled connection may be stale after a
 // broker restart).
 func (k *KafkaTail) Tail(ctx context.Context, partition int) (Tail, error) {
-	tr := &kafka.Transport{}
+	tr := &kafka.Transport{TLS: k.TLS, SASL: k.SASL}
 	defer tr.CloseIdleConnections()
 	r := &committed.Reader{Addr: kafka.TCP(k.Brokers...), Topic: k.Topic, Transport: tr, Timeout: k.Timeout}
 	last, ok, start, stable, err := r.Last(ctx, partition)
