@@ -10,9 +10,9 @@
 #
 # Nodes are numbered 1 to 3, their node.id. `kill N` sends SIGKILL to node N
 # (and waits until it is gone); `start N` / `restart N` start it again on its
-# data (restart stops it first if it runs). start without N starts every
-# node that is not running and waits until the cluster's metadata shows 3
-# brokers.
+# data (restart stops it first if it runs) and wait until it sees 3
+# brokers, so the other two must be running. start without N starts every
+# node that is not running and waits until each sees 3 brokers.
 #
 # KAFKA_CLUSTER_PORTS / KAFKA_CLUSTER_CONTROLLER_PORTS ("p1,p2,p3") and
 # KAFKA_CLUSTER_DIR let a test run a cluster of its own; KAFKA_EXTRA_PROPS
