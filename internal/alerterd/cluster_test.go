@@ -34,6 +34,7 @@ func newClusterPipeline(t testing.TB, k *testenv.KafkaCluster, redisAddr string,
 		group:  testenv.UniqueName("alerter"),
 		prefix: testenv.RedisPrefix(t, "nofly"),
 		rc:     rc,
+		resend: true,
 	}
 	return p.withEvents()
 }
@@ -318,7 +319,7 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 	t.Logf("node %d restarted, back in every partition's ISR in %v, at %d records applied", victim, time.Since(restartAt).Round(time.Millisecond), at)
 	p.finish(want, gate.done)
 	p.checkEventsTopic()
-	p.kcatEvents(k)
+	p.kcatEvents(k, killedAt)
 	if cur, peak, err := k.RSS(); err == nil {
 		t.Logf("cluster RSS %d MiB, peaks %v MiB (node %d's since its restart)", (cur[0]+cur[1]+cur[2])>>20, []int64{peak[0] >> 20, peak[1] >> 20, peak[2] >> 20}, victim)
 	}
@@ -328,37 +329,55 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 
 // kcatEvents reads the events topic with kcat (librdkafka, none of our
 // code) read committed: each outbox event is there once, in its partition.
-// Read uncommitted too, the difference is what aborted transactions left.
-func (p *pipeline) kcatEvents(k *testenv.KafkaCluster) {
+// Read uncommitted too, the difference is what aborted transactions left;
+// where those records are, and when they were written relative to the
+// kill, is logged.
+func (p *pipeline) kcatEvents(k *testenv.KafkaCluster, killedAt time.Time) {
 	t := p.t
 	t.Helper()
-	read := func(iso string) map[string][]int {
+	type rec struct {
+		part   int
+		offset int64
+		ts     time.Time
+		id     string
+	}
+	read := func(iso string) []rec {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", strings.Join(k.Brokers(), ","), "-t", p.events,
-			"-X", "isolation.level="+iso, "-o", "beginning", "-e", "-q", "-f", "%p\t%h\n")
+			"-X", "isolation.level="+iso, "-o", "beginning", "-e", "-q", "-f", "%p\t%o\t%T\t%h\n")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("kcat: %v: %s (kcat is installed by scripts/kafka.sh install)", err, stderr.String())
 		}
-		got := map[string][]int{}
+		var recs []rec
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			ps, hs, _ := strings.Cut(line, "\t")
-			part, err := strconv.Atoi(ps)
-			if err != nil {
+			f := strings.SplitN(line, "\t", 4)
+			if len(f) != 4 {
 				t.Fatalf("kcat line %q", line)
 			}
-			id := ""
-			for _, h := range strings.Split(hs, ",") {
+			var r rec
+			var ms int64
+			if _, err := fmt.Sscan(f[0], &r.part); err != nil {
+				t.Fatalf("kcat line %q: %v", line, err)
+			}
+			if _, err := fmt.Sscan(f[1], &r.offset); err != nil {
+				t.Fatalf("kcat line %q: %v", line, err)
+			}
+			if _, err := fmt.Sscan(f[2], &ms); err != nil {
+				t.Fatalf("kcat line %q: %v", line, err)
+			}
+			r.ts = time.UnixMilli(ms)
+			for _, h := range strings.Split(f[3], ",") {
 				if v, ok := strings.CutPrefix(h, outbox.HeaderEventID+"="); ok {
-					id = v
+					r.id = v
 				}
 			}
-			got[id] = append(got[id], part)
+			recs = append(recs, r)
 		}
-		return got
+		return recs
 	}
 	committed, all := read("read_committed"), read("read_uncommitted")
 	want := map[string]int{}
@@ -372,30 +391,36 @@ func (p *pipeline) kcatEvents(k *testenv.KafkaCluster) {
 			want[e.EventID] = part
 		}
 	}
+	got := map[string][]int{}
+	at := map[[2]int64]bool{}
+	for _, r := range committed {
+		got[r.id] = append(got[r.id], r.part)
+		at[[2]int64{int64(r.part), r.offset}] = true
+	}
 	var bad []string
 	for id, part := range want {
-		if got := committed[id]; len(got) != 1 || got[0] != part {
-			bad = append(bad, fmt.Sprintf("%s: partitions %v, want [%d]", id, got, part))
+		if ps := got[id]; len(ps) != 1 || ps[0] != part {
+			bad = append(bad, fmt.Sprintf("%s: partitions %v, want [%d]", id, ps, part))
 		}
 	}
-	for id := range committed {
+	for id := range got {
 		if _, ok := want[id]; !ok {
 			bad = append(bad, fmt.Sprintf("%q not in the outbox", id))
 		}
-	}
-	n := func(m map[string][]int) (c int) {
-		for _, ps := range m {
-			c += len(ps)
-		}
-		return c
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
 		t.Errorf("kcat read committed: %d events wrong, e.g. %v", len(bad), bad[:min(5, len(bad))])
 		return
 	}
-	t.Logf("kcat read committed: %d records, each of the %d outbox events once in its partition; read uncommitted %d (%d of aborted transactions)",
-		n(committed), len(want), n(all), n(all)-n(committed))
+	var aborted []string
+	for _, r := range all {
+		if !at[[2]int64{int64(r.part), r.offset}] {
+			aborted = append(aborted, fmt.Sprintf("p%d@%d written %+.3fs from the kill", r.part, r.offset, r.ts.Sub(killedAt).Seconds()))
+		}
+	}
+	t.Logf("kcat read committed: %d records, each of the %d outbox events once in its partition; read uncommitted %d, %d of them of aborted transactions %v",
+		len(committed), len(want), len(all), len(aborted), aborted[:min(len(aborted), 8)])
 }
 
 func sorted(xs []int) []int {
