@@ -3,6 +3,7 @@ package alerterd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -33,6 +34,11 @@ type pipeline struct {
 	// events is the events topic the alerters dispatch to: empty (the
 	// Kafka output off) unless the test calls withEvents.
 	events string
+	// resend: produce resends the records a write failed for, up to a
+	// minute, instead of failing: on a cluster a leader may die under the
+	// write. A resent record the broker had written is a duplicate, which
+	// the seq rule ignores, as the reference does.
+	resend bool
 }
 
 func newPipeline(t testing.TB, brokers []string, redisAddr string, partitions int) *pipeline {
@@ -118,8 +124,32 @@ func (p *pipeline) produceErr(recs []telemetry.Position) error {
 		msgs[i] = kafka.Message{Key: recs[i].Key(), Value: recs[i].AppendJSON(nil)}
 	}
 	for i := 0; i < len(msgs); i += 5000 {
-		if err := w.WriteMessages(context.Background(), msgs[i:min(i+5000, len(msgs))]...); err != nil {
-			return fmt.Errorf("produce: %w", err)
+		chunk := msgs[i:min(i+5000, len(msgs))]
+		deadline := time.Now().Add(time.Minute)
+		for {
+			err := w.WriteMessages(context.Background(), chunk...)
+			if err == nil {
+				break
+			}
+			if !p.resend || time.Now().After(deadline) {
+				return fmt.Errorf("produce: %w", err)
+			}
+			// Only the failed ones: a chunk below BatchSize records per
+			// partition is one batch per partition, failed or written
+			// whole, so resending keeps each partition's order.
+			var we kafka.WriteErrors
+			if errors.As(err, &we) && len(we) == len(chunk) {
+				var failed []kafka.Message
+				for j, e := range we {
+					if e != nil {
+						failed = append(failed, chunk[j])
+						err = e // one of them for the log: all of them can be thousands
+					}
+				}
+				chunk = failed
+			}
+			p.t.Logf("produce: resending %d records after %v", len(chunk), err)
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	return nil

@@ -52,9 +52,15 @@ func startKafka(t testing.TB, k *KafkaProc) *KafkaProc {
 // logBrokerTrouble logs the last warnings and errors of the broker's log
 // (its directory goes with the test's).
 func (k *KafkaProc) logBrokerTrouble() {
-	b, err := os.ReadFile(filepath.Join(k.dir, "server.log"))
+	logKafkaTrouble(k.t, "private kafka "+k.Brokers()[0], filepath.Join(k.dir, "server.log"))
+}
+
+// logKafkaTrouble logs the last warnings and errors of a broker's
+// server.log, and the start markers the scripts write into it.
+func logKafkaTrouble(t testing.TB, name, path string) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		k.t.Logf("private kafka: no server.log: %v", err)
+		t.Logf("%s: no server.log: %v", name, err)
 		return
 	}
 	var lines []string
@@ -67,7 +73,7 @@ func (k *KafkaProc) logBrokerTrouble() {
 	if len(lines) > keep {
 		lines = lines[len(lines)-keep:]
 	}
-	k.t.Logf("private kafka %s, last %d warnings and errors of server.log:\n%s", k.Brokers()[0], len(lines), strings.Join(lines, "\n"))
+	t.Logf("%s, last %d warnings and errors of server.log:\n%s", name, len(lines), strings.Join(lines, "\n"))
 }
 
 // Brokers returns the private broker's address.
@@ -182,13 +188,17 @@ func KafkaLibs(t testing.TB) string {
 }
 
 func runScript(ctx context.Context, script, verb string, env ...string) error {
+	return runScriptArgs(ctx, script, []string{verb}, env...)
+}
+
+func runScriptArgs(ctx context.Context, script string, args []string, env ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(RepoRoot(), "scripts", script), verb)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(RepoRoot(), "scripts", script)}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("scripts/%s %s: %w\n%s", script, verb, err, out)
+		return fmt.Errorf("scripts/%s %s: %w\n%s", script, strings.Join(args, " "), err, out)
 	}
 	return nil
 }
