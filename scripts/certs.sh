@@ -61,8 +61,8 @@ keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
   chmod 0644 "$TMP"/*.pem
   chmod 0600 "$TMP"/*.key
-  # Keys and certificates are renamed into place after all were made: a
-  # failure half way leaves the old set (or none), never a mixed one.
+  # Renamed into place only after all were made: a failure while making
+  # them leaves the old set as it was.
   local f
   for f in ca server client; do
     mv -f "$TMP/$f.key" "$DIR/$f.key"
