@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nofly-dev/nofly/alerts/alarmstore"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // maxAckBody bounds an ack's body: a note of MaxNote bytes fits even
@@ -41,7 +42,7 @@ const (
 // mountAlarms adds the /v1/alarms routes.
 func (s *Server) mountAlarms(r chi.Router) {
 	st, err := alarmstore.New(alarmstore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic,
-		Partitions: s.o.Partitions, Now: s.o.Now})
+		Partitions: s.o.Partitions, Now: s.o.Now, Replicas: s.o.Replicas})
 	if err != nil {
 		// New checked the same Options: unreachable.
 		panic(err)
@@ -270,6 +271,13 @@ func (a *alarmsAPI) ack(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, alarmstore.ErrNotFound):
 		a.acks.WithLabelValues(ackUnknown).Inc()
 		notFound(w, id)
+		return
+	case errors.Is(err, redisreplica.ErrNotReplicated):
+		a.acks.WithLabelValues(ackError).Inc()
+		a.s.log.Warn("api: ack not confirmed on the Redis replicas", "alarm_id", id, "error", err)
+		w.Header().Set("Retry-After", "1")
+		alarmError(w, http.StatusServiceUnavailable, "not_replicated",
+			"the ack is recorded on the Redis primary but not yet on enough replicas (--redis-min-replicas); retry: an ack is idempotent", nil)
 		return
 	case err != nil:
 		a.acks.WithLabelValues(ackError).Inc()

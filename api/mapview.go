@@ -57,7 +57,7 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 		panic(err) // New checked the same Options
 	}
 	m := &mapAPI{s: s, ev: ev, drones: st, every: positionsEvery,
-		zones:  zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now}),
+		zones:  zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now, Replicas: s.o.Replicas}),
 		cached: mapZones{version: -1}}
 	r.With(s.require(RoleViewer)).Get("/v1/me", m.me)
 	r.With(s.require(RoleViewer)).Get("/v1/map/zones", m.zonesView)

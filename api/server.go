@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Role is what an API token may do; each role may do what the roles below
@@ -50,6 +51,10 @@ type Options struct {
 	Prefix     string
 	Topic      string
 	Partitions int
+	// Replicas, when on, makes acks and zone changes wait until the
+	// primary has that many replicas holding them (--redis-min-replicas);
+	// 503 otherwise.
+	Replicas redisreplica.Wait
 	// AlarmRetention is how long alarm history is kept (--alarm-retention).
 	AlarmRetention time.Duration
 	// Ready reports whether the instance can serve (Kafka and Redis

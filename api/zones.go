@@ -16,6 +16,7 @@ import (
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Body limits of the zone changes: a whole set, one feature.
@@ -37,7 +38,7 @@ type zonesAPI struct {
 // and written all-or-nothing as the next integer version.
 func (s *Server) mountZones(r chi.Router) {
 	z := &zonesAPI{s: s, v: s.o.ZoneValidator,
-		store: zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now})}
+		store: zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now, Replicas: s.o.Replicas})}
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones", z.list)
 	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones", z.putSet)
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/history", z.history)
@@ -188,6 +189,12 @@ func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zo
 				return
 			}
 			continue
+		}
+		if errors.Is(err, redisreplica.ErrNotReplicated) {
+			w.Header().Set("Retry-After", "1")
+			zoneError(w, http.StatusServiceUnavailable, "not_replicated",
+				fmt.Sprintf("zone set version %d is stored on the Redis primary but not yet on enough replicas (--redis-min-replicas): GET /v1/zones shows whether it holds", cur.Version+1), nil)
+			return
 		}
 		if err != nil {
 			zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)

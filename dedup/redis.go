@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/internal/redislayout"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // DefaultPrefix is the default first part of every key's hash tag.
@@ -31,6 +32,11 @@ type RedisOptions struct {
 	// (DefaultTrackTTL when <= 0).
 	TrackLen int
 	TrackTTL time.Duration
+	// Replicas, when on, makes Load and Commit succeed only once the
+	// partition's primary has that many replicas holding the state read
+	// or written (--redis-min-replicas): what a failover could take back
+	// is never acted on. docs/exactly-once.md has the argument.
+	Replicas redisreplica.Wait
 }
 
 // Redis is the Store on a Redis server (or Cluster: every key of a
@@ -44,6 +50,7 @@ type Redis struct {
 	// The script's other constant arguments: alarm retention and track TTL
 	// in milliseconds, track length.
 	retentionArg, trackTTLArg, trackLenArg string
+	wait                                   redisreplica.Wait
 }
 
 // NewRedis returns a store on client c.
@@ -72,6 +79,9 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 	if o.TrackTTL <= 0 {
 		o.TrackTTL = DefaultTrackTTL
 	}
+	if err := o.Replicas.Validate(); err != nil {
+		return nil, fmt.Errorf("dedup: %w", err)
+	}
 	if o.AlarmRetention < time.Millisecond || o.TrackTTL < time.Millisecond {
 		return nil, fmt.Errorf("dedup: RedisOptions.AlarmRetention %v and TrackTTL %v must be at least 1ms", o.AlarmRetention, o.TrackTTL)
 	}
@@ -79,7 +89,7 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 		ttlArg:       strconv.FormatInt(o.EventTTL.Milliseconds(), 10),
 		retentionArg: strconv.FormatInt(o.AlarmRetention.Milliseconds(), 10),
 		trackTTLArg:  strconv.FormatInt(o.TrackTTL.Milliseconds(), 10),
-		trackLenArg:  strconv.Itoa(o.TrackLen)}, nil
+		trackLenArg:  strconv.Itoa(o.TrackLen), wait: o.Replicas}, nil
 }
 
 // Keys names a partition's keys (docs/redis-layout.md).
@@ -90,6 +100,9 @@ func (r *Redis) Keys(partition int) redislayout.Keys {
 // Load implements Store. The version and the states are read in one
 // MULTI/EXEC, so they belong together.
 func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
+	if r.wait.On() {
+		return r.loadReplicated(ctx, partition)
+	}
 	var applied *redis.StringCmd
 	var drones *redis.MapStringStringCmd
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -339,7 +352,15 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	for _, e := range b.Events {
 		args = append(args, e.ID, e.JSON, indexArg(e))
 	}
-	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
+	var res []any
+	var err, werr error
+	if r.wait.On() {
+		var cmd *redis.Cmd
+		cmd, werr = r.wait.Run(ctx, r.c, commitScript, keys, args...)
+		res, err = cmd.Slice()
+	} else {
+		res, err = commitScript.Run(ctx, r.c, keys, args...).Slice()
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("dedup: commit partition %d at version %d: %w", partition, expected, err)
 	}
@@ -349,9 +370,59 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	if ok, _ := res[0].(int64); ok != 1 {
 		return Result{}, fmt.Errorf("%w: partition %d is at version %v, not %d", ErrFenced, partition, res[1], expected)
 	}
+	if werr != nil {
+		// The batch is on the primary, maybe not on its replicas: the
+		// caller reloads (confirming the state) before it goes on.
+		return Result{}, fmt.Errorf("dedup: commit partition %d at version %d ran on the primary but may be lost in a failover: %w", partition, expected, werr)
+	}
 	a, _ := res[1].(int64)
 	s, _ := res[2].(int64)
 	return Result{Appended: int(a), Suppressed: int(s)}, nil
+}
+
+// loadScript reads the version and the states atomically and then writes
+// the partition's replication check key (ARGV[1], the version read), so
+// that the WAIT after it covers every write the state read came from.
+// KEYS = applied, drones, replication check. Returns {applied or false,
+// flat HGETALL of the drones}.
+var loadScript = redis.NewScript(`
+local a = redis.call('GET', KEYS[1])
+local d = redis.call('HGETALL', KEYS[2])
+redis.call('SET', KEYS[3], a or '-1')
+return {a, d}
+`)
+
+// loadReplicated is Load when writes wait for replicas: a state the
+// primary has but its replicas may not is not a state to go on from (its
+// next commit, sent to a promoted replica without it, would be fenced), so
+// the load fails until the replicas have it.
+func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, error) {
+	k := r.Keys(partition)
+	cmd, werr := r.wait.Run(ctx, r.c, loadScript, []string{k.Applied(), k.Drones(), k.ReplCheck()})
+	res, err := cmd.Slice()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
+	}
+	if werr != nil {
+		return Snapshot{}, fmt.Errorf("dedup: load partition %d: the state is not confirmed on the replicas: %w", partition, werr)
+	}
+	if len(res) != 2 {
+		return Snapshot{}, fmt.Errorf("dedup: load partition %d: unexpected reply %v", partition, res)
+	}
+	s := Snapshot{Applied: NoVersion}
+	if v, ok := res[0].(string); ok {
+		if s.Applied, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return Snapshot{}, fmt.Errorf("dedup: partition %d: bad applied offset %q: %w", partition, v, err)
+		}
+	}
+	flat, _ := res[1].([]any)
+	s.Drones = make(map[string][]byte, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		id, _ := flat[i].(string)
+		st, _ := flat[i+1].(string)
+		s.Drones[id] = []byte(st)
+	}
+	return s, nil
 }
 
 // indexArg is the script's alarm-index argument of e: the raise time in

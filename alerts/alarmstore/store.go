@@ -20,6 +20,7 @@ import (
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/internal/redislayout"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // MaxNote is the longest ack note, in bytes.
@@ -51,6 +52,9 @@ type Options struct {
 	Topic      string
 	Partitions int
 	Now        func() time.Time // time.Now when nil: the ack time
+	// Replicas, when on, makes an ack count only once the partition's
+	// primary has that many replicas holding it (--redis-min-replicas).
+	Replicas redisreplica.Wait
 }
 
 // Store reads and acks the alarms of every partition of a topic.
@@ -283,9 +287,15 @@ func (s *Store) Ack(ctx context.Context, id, by, note string) (a Alarm, already 
 	ev := AckEvent(a, by, note, s.o.Now())
 	js := ev.AppendJSON(nil)
 	k := s.keys[a.Partition]
-	res, err := ackScript.Run(ctx, s.o.Redis, []string{k.Alarms(), k.Outbox()}, id, js).Slice()
+	cmd, werr := s.o.Replicas.Run(ctx, s.o.Redis, ackScript, []string{k.Alarms(), k.Outbox()}, id, js)
+	res, err := cmd.Slice()
 	if err != nil {
 		return Alarm{}, false, fmt.Errorf("alarmstore: ack %s: %w", id, err)
+	}
+	if werr != nil {
+		// Recorded on the primary, maybe not on its replicas: the caller
+		// says so and may ack again (an ack is idempotent).
+		return Alarm{}, false, fmt.Errorf("alarmstore: ack %s recorded on the primary but may be lost in a failover: %w", id, werr)
 	}
 	code, _ := res[0].(int64)
 	switch code {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Dispatcher drains the outbox of one partition for as long as ctx lives
@@ -52,6 +53,10 @@ type Options struct {
 	// AlarmRetention is how long a cleared alarm stays in the alarm index
 	// (the API's history); dedup.DefaultAlarmRetention when 0.
 	AlarmRetention time.Duration
+	// Replicas, when on, makes each batch count (Kafka offset commit, the
+	// next batch) only once the partition's Redis primary has that many
+	// replicas holding it (dedup.RedisOptions.Replicas).
+	Replicas redisreplica.Wait
 
 	// Zones are read at every batch, so a reload (Zones.Store) applies from
 	// the next batch of every partition.
@@ -164,7 +169,7 @@ func New(o Options) (*Group, error) {
 		o.Logger = slog.Default()
 	}
 	store, err := dedup.NewRedis(o.Redis, dedup.RedisOptions{Prefix: o.Prefix, Topic: o.Topic, EventTTL: o.EventTTL,
-		AlarmRetention: o.AlarmRetention})
+		AlarmRetention: o.AlarmRetention, Replicas: o.Replicas})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Config configures a Dispatcher. Every field but Topic has a safe default.
@@ -59,6 +61,12 @@ type Config struct {
 	Retention time.Duration
 	// TrimInterval is how often the outbox is trimmed. Default 1m.
 	TrimInterval time.Duration
+
+	// Replicas, when on, holds each read batch of entries until the
+	// partition's primary has that many replicas with them (WAIT after a
+	// write on the reading connection, --redis-min-replicas): an entry a
+	// failover could take back is never sent. Off by default.
+	Replicas redisreplica.Wait
 
 	// Registerer receives the metrics. Default: none (metrics are kept but
 	// not registered).
@@ -163,6 +171,8 @@ func (c Config) Validate() error {
 		return fieldError("Block", "must not be negative")
 	case c.Backoff < 0:
 		return fieldError("Backoff", "must not be negative")
+	case c.Replicas.Validate() != nil:
+		return fieldError("Replicas", c.Replicas.Validate().Error())
 	case c.BackoffMax < 0 || (c.BackoffMax > 0 && c.BackoffMax < c.Backoff):
 		return fieldError("BackoffMax", "must be at least Backoff")
 	case c.RetryAfterMax < 0:

@@ -232,6 +232,12 @@ func (o *output) runKafka(ctx context.Context) {
 		if len(entries) == 0 {
 			continue
 		}
+		if err := o.confirm(ctx, entries); err != nil {
+			if ctx.Err() == nil {
+				fail("kafka output: outbox entries not yet on enough Redis replicas; holding them", err)
+			}
+			continue
+		}
 		if err := prod.Produce(ctx, o.records(entries)); err != nil {
 			o.closeProducer(prod)
 			prod = nil
@@ -292,4 +298,14 @@ func (o *output) records(entries []redislayout.Entry) []producer.Record {
 		}
 	}
 	return recs
+}
+
+// confirm returns once the partition's primary has cfg.Replicas replicas
+// holding entries (at once when that is off): a failover cannot then take
+// back what is about to be sent.
+func (o *output) confirm(ctx context.Context, entries []redislayout.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return o.cfg.Replicas.Confirm(ctx, o.rdb, o.keys.ReplCheck(), entries[len(entries)-1].ID)
 }

@@ -153,6 +153,12 @@ func (o *output) runWebhook(ctx context.Context) {
 			}
 			continue
 		}
+		if err := o.confirm(ctx, entries); err != nil {
+			if ctx.Err() == nil {
+				fail("webhook output: outbox entries not yet on enough Redis replicas; holding them", err)
+			}
+			continue
+		}
 		failures = 0
 		for _, e := range entries {
 			out, ok := o.deliver(ctx, e)

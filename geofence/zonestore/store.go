@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/internal/redislayout"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Keys names the zone store's keys under a Redis prefix. They share the
@@ -81,6 +82,10 @@ type Options struct {
 	// at most whatever their age (default 1024).
 	MinKeep, MaxKeep int
 	Now              func() time.Time
+	// Replicas, when on, makes a Put succeed only once the primary has
+	// that many replicas holding it (--redis-min-replicas): a zone change
+	// a failover could take back is not reported as made.
+	Replicas redisreplica.Wait
 }
 
 // Store is the zone store. It is safe for concurrent use.
@@ -193,13 +198,17 @@ func (s *Store) Put(ctx context.Context, expected int64, format string, zones js
 		return Entry{}, fmt.Errorf("zonestore: encode entry: %w", err)
 	}
 	k := s.keys
-	res, err := putScript.Run(ctx, s.rdb, []string{k.Version(), k.Current(), k.History(), k.Times()},
-		expected, b, now.UnixMilli(), now.Add(-s.o.Retention).UnixMilli(), s.o.MinKeep, s.o.MaxKeep).Int64Slice()
+	cmd, werr := s.o.Replicas.Run(ctx, s.rdb, putScript, []string{k.Version(), k.Current(), k.History(), k.Times()},
+		expected, b, now.UnixMilli(), now.Add(-s.o.Retention).UnixMilli(), s.o.MinKeep, s.o.MaxKeep)
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("zonestore: put version %d: %w", e.Version, err)
 	}
 	if res[0] == 0 {
 		return Entry{}, &ConflictError{Expected: expected, Current: res[1]}
+	}
+	if werr != nil {
+		return Entry{}, fmt.Errorf("zonestore: version %d is stored on the primary but may be lost in a failover: %w", e.Version, werr)
 	}
 	return e, nil
 }

@@ -53,6 +53,11 @@ func (c Config) openKafka(ctx context.Context, log *slog.Logger) (kafkaconn.Conn
 	if err := kc.Check(ctx, c.Brokers); err != nil {
 		return kafkaconn.Conn{}, err
 	}
-	log.Info("connections", "kafka", c.Security.Describe(), "redis", c.Access.Describe())
+	log.Info("connections", "kafka", c.Security.Describe(), "redis", c.Access.Describe(), "redis_min_replicas", c.RedisMinReplicas)
+	if c.RedisMinReplicas == 0 {
+		if a, err := redisconn.ParseAddr(c.RedisAddr); err == nil && a.Cluster {
+			log.Warn("Redis Cluster without --redis-min-replicas: a failover can lose acknowledged batches (docs/exactly-once.md)")
+		}
+	}
 	return kc, nil
 }

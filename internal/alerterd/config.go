@@ -18,6 +18,7 @@ import (
 	"github.com/nofly-dev/nofly/internal/envflag"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/redisconn"
+	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
 // Config is the alerter's configuration. Flags fill it, each with an
@@ -35,6 +36,12 @@ type Config struct {
 	redisconn.Access        // TLS and ACL user to Redis (--redis-tls..., --redis-user, --redis-password-file)
 	RedisPrefix      string
 	EventTTL         time.Duration
+	// RedisMinReplicas > 0: a batch, an ack, a zone change or an outbox
+	// entry to dispatch counts only once the Redis primary has that many
+	// replicas with it (WAIT, RedisReplicaTimeout each): a failover cannot
+	// take back what was acted on (docs/exactly-once.md).
+	RedisMinReplicas    int
+	RedisReplicaTimeout time.Duration
 
 	Zones string // GeoJSON, ED-269 or ED-318 file, reloaded on SIGHUP
 	// StrictZones makes unknown GeoJSON zone properties errors (else
@@ -95,7 +102,13 @@ func (c Config) dispatchConfig() outbox.Config {
 	if retention == 0 {
 		retention = -1 // outbox.Config: negative keeps every entry
 	}
-	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention}
+	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention, Replicas: c.replicas()}
+}
+
+// replicas is how Redis writes wait for replicas (off unless
+// --redis-min-replicas).
+func (c Config) replicas() redisreplica.Wait {
+	return redisreplica.Wait{Replicas: c.RedisMinReplicas, Timeout: c.RedisReplicaTimeout}
 }
 
 // dispatching reports whether the outbox has any output.
@@ -105,27 +118,28 @@ func (c Config) dispatching() bool { return c.EventsTopic != "" || len(c.Webhook
 // batches of 500 records or 20 ms.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:            []string{"127.0.0.1:9092"},
-		Topic:              "telemetry.positions",
-		Partitions:         12,
-		Group:              "nofly-alerter",
-		RedisAddr:          "127.0.0.1:6379",
-		RedisPrefix:        dedup.DefaultPrefix,
-		EventTTL:           dedup.DefaultEventTTL,
-		Batch:              500,
-		Linger:             20 * time.Millisecond,
-		SessionTimeout:     10 * time.Second,
-		HeartbeatInterval:  time.Second,
-		RebalanceTimeout:   30 * time.Second,
-		EventsTopic:        "alerts.events",
-		WebhookMaxAttempts: outbox.DefaultWebhookMaxAttempts,
-		WebhookTimeout:     10 * time.Second,
-		OutboxRetention:    outbox.DefaultRetention,
-		HTTPAddr:           ":9102",
-		APIRatePerToken:    api.DefaultRatePerToken,
-		APIRatePerAddr:     api.DefaultRatePerAddr,
-		AlarmRetention:     dedup.DefaultAlarmRetention,
-		LogLevel:           "info",
+		Brokers:             []string{"127.0.0.1:9092"},
+		Topic:               "telemetry.positions",
+		Partitions:          12,
+		Group:               "nofly-alerter",
+		RedisAddr:           "127.0.0.1:6379",
+		RedisPrefix:         dedup.DefaultPrefix,
+		EventTTL:            dedup.DefaultEventTTL,
+		RedisReplicaTimeout: redisreplica.DefaultTimeout,
+		Batch:               500,
+		Linger:              20 * time.Millisecond,
+		SessionTimeout:      10 * time.Second,
+		HeartbeatInterval:   time.Second,
+		RebalanceTimeout:    30 * time.Second,
+		EventsTopic:         "alerts.events",
+		WebhookMaxAttempts:  outbox.DefaultWebhookMaxAttempts,
+		WebhookTimeout:      10 * time.Second,
+		OutboxRetention:     outbox.DefaultRetention,
+		HTTPAddr:            ":9102",
+		APIRatePerToken:     api.DefaultRatePerToken,
+		APIRatePerAddr:      api.DefaultRatePerAddr,
+		AlarmRetention:      dedup.DefaultAlarmRetention,
+		LogLevel:            "info",
 	}
 }
 
@@ -172,6 +186,10 @@ func (c Config) Validate() error {
 		return badField("RedisPrefix", "required, without { or }")
 	case c.EventTTL < time.Minute:
 		return badField("EventTTL", "must be at least 1m (it must outlive any replay window)")
+	case c.RedisMinReplicas < 0:
+		return badField("RedisMinReplicas", "must be 0 (off) or the number of replicas each write must reach")
+	case c.RedisReplicaTimeout < 10*time.Millisecond || c.RedisReplicaTimeout > 2*time.Second:
+		return badField("RedisReplicaTimeout", "must be between 10ms and 2s (below the Redis clients' read timeouts)")
 	case c.Zones == "":
 		return badField("Zones", "a zone file is required")
 	case c.Batch < 1:
@@ -257,6 +275,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 }, redisconn.Rows[Config](), envflag.Fields[Config]{
 	{Name: "RedisPrefix", Flag: "redis-prefix", Env: "NOFLY_REDIS_PREFIX", Usage: "first part of every Redis key's hash tag"},
 	{Name: "EventTTL", Flag: "event-ttl", Env: "NOFLY_EVENT_TTL", Usage: "lifetime of an event's unique key in Redis"},
+	{Name: "RedisMinReplicas", Flag: "redis-min-replicas", Env: "NOFLY_REDIS_MIN_REPLICAS", Usage: "with Redis replicas: a batch, ack, zone change or event to dispatch counts only once this many replicas of its primary have it (WAIT); 0 = off (a failover may then lose acknowledged batches)"},
+	{Name: "RedisReplicaTimeout", Flag: "redis-replica-timeout", Env: "NOFLY_REDIS_REPLICA_TIMEOUT", Usage: "how long one WAIT for --redis-min-replicas waits before the write is retried"},
 	{Name: "Zones", Flag: "zones", Env: "NOFLY_ZONES", Usage: "zone file (GeoJSON, ED-269, ED-318), reloaded on SIGHUP"},
 	{Name: "StrictZones", Flag: "strict-zones", Env: "NOFLY_STRICT_ZONES", Usage: "unknown GeoJSON zone properties are errors, not warnings"},
 	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},

@@ -144,7 +144,7 @@ func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, 
 		Brokers: c.Brokers, Topic: c.Topic, Group: c.Group,
 		Batch: c.Batch, Linger: c.Linger,
 		SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval, RebalanceTimeout: c.RebalanceTimeout,
-		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL, AlarmRetention: c.AlarmRetention,
+		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL, AlarmRetention: c.AlarmRetention, Replicas: c.replicas(),
 		Zones: zones, Logger: log,
 	}
 }

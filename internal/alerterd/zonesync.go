@@ -31,7 +31,7 @@ func (c Config) zoneValidator() zonestore.Validator {
 // zoneStore is the alerter's zone store under its Redis prefix; history is
 // kept for the alarm retention (at least the last 32 versions).
 func (c Config) zoneStore(rc redis.UniversalClient) *zonestore.Store {
-	return zonestore.New(rc, zonestore.Options{Prefix: c.RedisPrefix, Retention: c.zoneRetention()})
+	return zonestore.New(rc, zonestore.Options{Prefix: c.RedisPrefix, Retention: c.zoneRetention(), Replicas: c.replicas()})
 }
 
 // zoneRetention is how long zone versions are kept: the alarm retention,

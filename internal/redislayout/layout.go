@@ -99,6 +99,12 @@ func (k Keys) ZoneVersion() string { return k.tag + ":zonever" }
 // an offset above after_offset were evaluated with zone set version.
 func (k Keys) ZoneSwitches() string { return k.tag + ":zoneswitch" }
 
+// ReplCheck is the string a reader writes (the version or outbox id it
+// read) only so that a WAIT after it on the same connection covers every
+// earlier write of the partition (redisreplica.Wait.Confirm): written with
+// --redis-min-replicas by the alerter's load and the dispatcher's reads.
+func (k Keys) ReplCheck() string { return k.tag + ":replcheck" }
+
 // Cursor is the string holding the stream id output last passed; output is
 // KafkaOutput or WebhookOutput(name).
 func (k Keys) Cursor(output string) string { return k.tag + ":cursor:" + output }

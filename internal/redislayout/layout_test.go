@@ -98,6 +98,7 @@ func TestDocMatchesLayout(t *testing.T) {
 		"ZoneSwitches":  generic(k.ZoneSwitches()),
 		"Cursor":        generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
 		"Dead":          generic(k.Dead(WebhookOutput("<name>"))),
+		"ReplCheck":     generic(k.ReplCheck()),
 	}
 	notKeys := []string{"Tag", "EventPrefix", "EventBucketPrefix", "TrackPrefix"}
 	if n := reflect.TypeFor[Keys]().NumMethod(); n != len(code)+len(notKeys) {
