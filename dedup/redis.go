@@ -352,15 +352,10 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	for _, e := range b.Events {
 		args = append(args, e.ID, e.JSON, indexArg(e))
 	}
-	var res []any
-	var err, werr error
-	if r.wait.On() {
-		var cmd *redis.Cmd
-		cmd, werr = r.wait.Run(ctx, r.c, commitScript, keys, args...)
-		res, err = cmd.Slice()
-	} else {
-		res, err = commitScript.Run(ctx, r.c, keys, args...).Slice()
-	}
+	// On the slot's primary's own client, so a cluster client's retries
+	// after a network error never resend a script of unknown outcome.
+	cmd, werr := r.wait.Run(ctx, r.c, commitScript, keys, args...)
+	res, err := cmd.Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("dedup: commit partition %d at version %d: %w", partition, expected, err)
 	}

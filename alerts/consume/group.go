@@ -132,7 +132,13 @@ func maxRetries(c redis.UniversalClient) (int, bool) {
 	case *redis.Client:
 		return c.Options().MaxRetries, true
 	case *redis.ClusterClient:
-		return c.Options().MaxRetries, true
+		// The cluster client stores "none" as -1 and hands it to its node
+		// clients; the batch script goes to a node client (dedup.Redis),
+		// never through the cluster client's own network-error retries.
+		if n := c.Options().MaxRetries; n != -1 {
+			return n, true
+		}
+		return 0, true
 	}
 	return 0, false
 }

@@ -31,6 +31,9 @@ type pipeline struct {
 	group      string
 	prefix     string
 	rc         *redis.Client
+	// cluster, when set, is the Redis Cluster client the test reads the
+	// store through (redisAddr then names the cluster's nodes).
+	cluster redis.UniversalClient
 	// events is the events topic the alerters dispatch to: empty (the
 	// Kafka output off) unless the test calls withEvents.
 	events string
@@ -179,7 +182,11 @@ func (p *pipeline) endOffsets() (map[int]int64, error) {
 }
 
 func (p *pipeline) store() *dedup.Redis {
-	s, err := dedup.NewRedis(p.rc, dedup.RedisOptions{Prefix: p.prefix, Topic: p.topic})
+	var c redis.UniversalClient = p.rc
+	if p.cluster != nil {
+		c = p.cluster
+	}
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: p.prefix, Topic: p.topic})
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -104,9 +104,9 @@ func (w Wait) Pipelined(ctx context.Context, c redis.UniversalClient, key string
 		}
 		return nil
 	})
-	if cc, ok := c.(*redis.ClusterClient); ok && err != nil && !isReplyError(err) {
-		// The slot may have moved (a failover): look the owners up again
-		// before the caller's next try.
+	if cc, ok := c.(*redis.ClusterClient); ok && err != nil {
+		// The slot may have moved (a failover, a MOVED reply): look the
+		// owners up again before the caller's next try.
 		cc.ReloadState(ctx)
 	}
 	if wait == nil {

@@ -1,0 +1,98 @@
+//go:build cluster
+
+package alerterd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/internal/redislayout"
+	"github.com/nofly-dev/nofly/internal/scenario"
+	"github.com/nofly-dev/nofly/internal/testenv"
+)
+
+// TestClusterRedisReferenceProof: the reference proof with the alerter's
+// Redis a Redis Cluster of three primaries (NOFLY_REDIS_ADDR with several
+// addresses): the batch script, the dispatcher and the store's reads run
+// through go-redis's cluster client. The prefix is chosen so that the six
+// partitions' hash tags fall on all three primaries, and afterwards every
+// key the run wrote is checked to carry a partition's or the zone store's
+// tag, on the primary that serves it. The outbox and alerts.events equal
+// the reference: 0 missing, 0 duplicate.
+func TestClusterRedisReferenceProof(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.StartRedisCluster(t, false)
+	cc := rc.Client(t)
+	brokers := testenv.Kafka(t)
+	sc := scenario.Generate(scenario.DefaultConfig())
+	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	p := newPipeline(t, brokers, strings.Join(rc.Addrs(), ","), 6).withEvents()
+	p.cluster = cc
+
+	// A prefix whose partitions spread over the three primaries.
+	spread := func(prefix string) (map[int][]int, error) {
+		by := map[int][]int{}
+		for part := range p.partitions {
+			n, err := rc.PrimaryOf(ctx, redislayout.Of(prefix, p.topic, part).Applied())
+			if err != nil {
+				return nil, err
+			}
+			by[n] = append(by[n], part)
+		}
+		return by, nil
+	}
+	base := p.prefix
+	for i := 0; ; i++ {
+		by, err := spread(fmt.Sprintf("%s%d", base, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(by) == 3 {
+			p.prefix = fmt.Sprintf("%s%d", base, i)
+			t.Logf("prefix %s: primary → partitions %v", p.prefix, by)
+			break
+		}
+	}
+
+	cfg := p.config()
+	stop := p.startInProcess(cfg)
+	began := time.Now()
+	p.produce(sc.Records)
+	testenv.CheckFor(t, 180*time.Second, p.caughtUp)
+	t.Logf("%d records applied through the cluster in %v", len(sc.Records), time.Since(began).Round(time.Millisecond))
+	p.checkEventsTopic()
+	stop()
+	compareEvents(t, "outbox on Redis Cluster", want, eventsFromNDJSON(t, p.outbox()))
+
+	// Every key of the run is in a partition's slot (or the zone store's),
+	// on the primary serving it: no script wrote outside its tag.
+	tags := map[string]bool{"{" + p.prefix + ":zones}": true}
+	for part := range p.partitions {
+		tags[redislayout.Of(p.prefix, p.topic, part).Tag()] = true
+	}
+	perNode := map[string]int{}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, "{"+p.prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			tag := key[:strings.IndexByte(key, '}')+1]
+			if !tags[tag] {
+				return fmt.Errorf("key %q on %s carries no partition's tag", key, node.Options().Addr)
+			}
+			perNode[node.Options().Addr]++
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perNode) != 3 {
+		t.Fatalf("keys on %d primaries (%v), want 3", len(perNode), perNode)
+	}
+	t.Logf("keys per primary: %v", perNode)
+}
