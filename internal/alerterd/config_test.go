@@ -109,7 +109,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		RedisAddr: "redis-cluster://r:1",
 		Access: redisconn.Access{RedisUser: "ru", RedisPasswordFile: "rpw", RedisTLS: true, RedisTLSCA: "rca.pem",
 			RedisTLSCert: "rc.pem", RedisTLSKey: "rk.pem"},
-		RedisPrefix: "p", EventTTL: 2 * time.Hour,
+		RedisPrefix: "p", EventTTL: 2 * time.Hour, RedisMinReplicas: 2, RedisReplicaTimeout: 500 * time.Millisecond,
 		Zones: "z.geojson", StrictZones: true, ConservativeZones: true, AllowEmptyZones: true,
 		Batch: 7, Linger: 5 * time.Millisecond,
 		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
