@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +76,7 @@ func TestClusterRedisReferenceProof(t *testing.T) {
 	for part := range p.partitions {
 		tags[redislayout.Of(p.prefix, p.topic, part).Tag()] = true
 	}
+	var mu sync.Mutex // ForEachMaster runs fn on the primaries concurrently
 	perNode := map[string]int{}
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		iter := node.Scan(ctx, 0, "{"+p.prefix+"*", 1000).Iterator()
@@ -84,7 +86,9 @@ func TestClusterRedisReferenceProof(t *testing.T) {
 			if !tags[tag] {
 				return fmt.Errorf("key %q on %s carries no partition's tag", key, node.Options().Addr)
 			}
+			mu.Lock()
 			perNode[node.Options().Addr]++
+			mu.Unlock()
 		}
 		return iter.Err()
 	})
