@@ -163,6 +163,93 @@ func (c *RedisCluster) Restart(ctx context.Context, n int) error {
 	return c.run(ctx, "restart", strconv.Itoa(n))
 }
 
+// cutUser is the replication user a cut replica authenticates as: no
+// such user exists, so its primary refuses every reconnection at AUTH.
+const cutUser = "nofly-testenv-cut"
+
+// Cut stops replica n from receiving its primary's writes while it keeps
+// running and answering on the cluster bus: its link to the primary is
+// dropped and every reconnection refused at AUTH (masteruser names no
+// user). The primary goes on acknowledging writes the replica never gets:
+// the lag of a slow or cut-off replica, made exact. (A SIGSTOP would not
+// do: writes sent meanwhile wait in the kernel's socket buffers and reach
+// the replica after SIGCONT, even from a primary killed in between.) It
+// returns once the replica says master_link_status:down; Heal undoes it.
+func (c *RedisCluster) Cut(ctx context.Context, n int) error {
+	if err := c.check(n); err != nil {
+		return err
+	}
+	err := c.onNode(ctx, n, func(ctx context.Context, cl *redis.Client) error {
+		role, err := cl.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return err
+		}
+		if len(role) == 0 || role[0] != "slave" {
+			return fmt.Errorf("cut: node %d is not a replica (ROLE %v)", n, role)
+		}
+		if err := cl.ConfigSet(ctx, "masteruser", cutUser).Err(); err != nil {
+			return err
+		}
+		if err := cl.ConfigSet(ctx, "masterauth", "cut").Err(); err != nil {
+			return err
+		}
+		return cl.ClientKillByFilter(ctx, "TYPE", "master").Err()
+	})
+	if err != nil {
+		return err
+	}
+	return WaitFor(ctx, 10*time.Second, func() error {
+		return c.onNode(ctx, n, func(ctx context.Context, cl *redis.Client) error {
+			s, err := cl.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(s, "master_link_status:down") {
+				return errors.New("cut: link to the primary still up")
+			}
+			return nil
+		})
+	})
+}
+
+// Heal undoes Cut: node n authenticates to a primary as before (the
+// default user, no password). A node promoted meanwhile keeps its role.
+func (c *RedisCluster) Heal(ctx context.Context, n int) error {
+	if err := c.check(n); err != nil {
+		return err
+	}
+	return c.onNode(ctx, n, func(ctx context.Context, cl *redis.Client) error {
+		if err := cl.ConfigSet(ctx, "masteruser", "").Err(); err != nil {
+			return err
+		}
+		return cl.ConfigSet(ctx, "masterauth", "").Err()
+	})
+}
+
+// Get reads key on node n itself, a replica too (READONLY): what that
+// node holds, never redirected. It returns redis.Nil when the node holds
+// no such key.
+func (c *RedisCluster) Get(ctx context.Context, n int, key string) (string, error) {
+	if err := c.check(n); err != nil {
+		return "", err
+	}
+	var v string
+	err := c.onNode(ctx, n, func(ctx context.Context, cl *redis.Client) error {
+		cn := cl.Conn()
+		defer cn.Close()
+		if err := cn.Do(ctx, "READONLY").Err(); err != nil {
+			return err
+		}
+		var err error
+		v, err = cn.Get(ctx, key).Result()
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return "", redis.Nil
+	}
+	return v, err
+}
+
 // Primaries returns the nodes that serve slots as primaries, in order, as
 // the first live node sees the cluster now (a node flagged as failing
 // does not count).

@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -279,10 +280,35 @@ func TestClusterRedisFailover(t *testing.T) {
 		t.Fatalf("WAIT 1 1000 after the write on node %d: %d, %v; want 1", p, n, err)
 	}
 
+	// Then the replica cut off: a write the primary acknowledges that no
+	// replica gets, and that the failover loses.
+	if err := c.Cut(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cut(ctx, p); err == nil {
+		t.Errorf("Cut of primary node %d succeeded", p)
+	}
+	lost := "{failover}:" + UniqueName("lost")
+	if err := conn.Set(ctx, lost, "acked-by-the-primary-alone", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Do(ctx, "WAIT", 1, 200).Int(); err != nil || n != 0 {
+		t.Fatalf("WAIT 1 200 with replica node %d cut: %d, %v; want 0", r, n, err)
+	}
+	if v, err := c.Get(ctx, r, key); err != nil || v != "acked" {
+		t.Errorf("replica node %d holds %q = %q, %v; want the write from before the cut", r, key, v, err)
+	}
+	if v, err := c.Get(ctx, r, lost); !errors.Is(err, redis.Nil) {
+		t.Errorf("cut replica node %d holds %q = %q, %v; want none", r, lost, v, err)
+	}
+
 	if err := c.Kill(p); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	if err := c.Heal(ctx, r); err != nil {
+		t.Fatal(err)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	got, err := c.WaitPromoted(wctx, key, p)
@@ -299,6 +325,9 @@ func TestClusterRedisFailover(t *testing.T) {
 	}
 	if v, err := nodeClient(t, c, got).Get(ctx, key).Result(); err != nil || v != "acked" {
 		t.Errorf("the acknowledged write on the promoted node %d: %q, %v", got, v, err)
+	}
+	if v, err := c.Get(ctx, got, lost); !errors.Is(err, redis.Nil) {
+		t.Errorf("the write only the dead primary had, on the promoted node %d: %q, %v; want none", got, v, err)
 	}
 	if now, err := c.Primaries(ctx); err != nil || slices.Contains(now, p) || !slices.Contains(now, got) || len(now) != 3 {
 		t.Errorf("after the failover Primaries() = %v, %v; want %d out, %d in", now, err, p, got)
