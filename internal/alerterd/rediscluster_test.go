@@ -35,30 +35,7 @@ func TestClusterRedisReferenceProof(t *testing.T) {
 	p := newPipeline(t, brokers, strings.Join(rc.Addrs(), ","), 6).withEvents()
 	p.cluster = cc
 
-	// A prefix whose partitions spread over the three primaries.
-	spread := func(prefix string) (map[int][]int, error) {
-		by := map[int][]int{}
-		for part := range p.partitions {
-			n, err := rc.PrimaryOf(ctx, redislayout.Of(prefix, p.topic, part).Applied())
-			if err != nil {
-				return nil, err
-			}
-			by[n] = append(by[n], part)
-		}
-		return by, nil
-	}
-	base := p.prefix
-	for i := 0; ; i++ {
-		by, err := spread(fmt.Sprintf("%s%d", base, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(by) == 3 {
-			p.prefix = fmt.Sprintf("%s%d", base, i)
-			t.Logf("prefix %s: primary → partitions %v", p.prefix, by)
-			break
-		}
-	}
+	spreadPrefix(t, rc, p)
 
 	cfg := p.config()
 	stop := p.startInProcess(cfg)
