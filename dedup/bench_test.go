@@ -1,6 +1,7 @@
 package dedup_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -19,23 +20,12 @@ func BenchmarkRedisCommit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			state := []byte(`{"seq":123456,"in":[{"zone":"POLY","alarm":"0123456789abcdef0123456789abcdef","fp":"0123456789abcdef0123456789abcdef","rseq":1200,"name":"Runway","cat":"restricted"}]}`)
-			event := make([]byte, 420)
-			for i := range event {
-				event[i] = 'x'
-			}
 			ctx := context.Background()
 			version := dedup.NoVersion
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				batch := dedup.Batch{Drones: make(map[string][]byte, 500), Applied: version + 500}
-				for d := 0; d < 500; d++ {
-					batch.Drones[fmt.Sprintf("UAV-%04d", d)] = state
-				}
-				for e := 0; e < int(500*rate); e++ {
-					batch.Events = append(batch.Events, dedup.Event{ID: fmt.Sprintf("%d-%d:raised", i, e), JSON: event})
-				}
+				batch := benchBatch(version, i, int(500*rate))
 				if _, err := s.Commit(ctx, 0, version, batch); err != nil {
 					b.Fatal(err)
 				}
@@ -45,3 +35,22 @@ func BenchmarkRedisCommit(b *testing.B) {
 		})
 	}
 }
+
+// benchBatch is the batch the commit benchmarks write: 500 drone states
+// (one inside a zone, the size the alerter stores) after version, and
+// events events of 420 bytes named after op i.
+func benchBatch(version int64, i, events int) dedup.Batch {
+	batch := dedup.Batch{Drones: make(map[string][]byte, 500), Applied: version + 500}
+	for d := 0; d < 500; d++ {
+		batch.Drones[fmt.Sprintf("UAV-%04d", d)] = benchState
+	}
+	for e := 0; e < events; e++ {
+		batch.Events = append(batch.Events, dedup.Event{ID: fmt.Sprintf("%d-%d:raised", i, e), JSON: benchEvent})
+	}
+	return batch
+}
+
+var (
+	benchState = []byte(`{"seq":123456,"in":[{"zone":"POLY","alarm":"0123456789abcdef0123456789abcdef","fp":"0123456789abcdef0123456789abcdef","rseq":1200,"name":"Runway","cat":"restricted"}]}`)
+	benchEvent = bytes.Repeat([]byte{'x'}, 420)
+)

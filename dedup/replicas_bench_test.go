@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/benchcompare"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -24,11 +25,6 @@ import (
 // the ratio of the rates.
 func BenchmarkRedisCommitReplicas(b *testing.B) {
 	pair := testenv.StartRedisPair(b)
-	state := []byte(`{"seq":123456,"in":[{"zone":"POLY","alarm":"0123456789abcdef0123456789abcdef","fp":"0123456789abcdef0123456789abcdef","rseq":1200,"name":"Runway","cat":"restricted"}]}`)
-	event := make([]byte, 420)
-	for i := range event {
-		event[i] = 'x'
-	}
 	type side struct {
 		s       *dedup.Redis
 		version int64
@@ -47,13 +43,7 @@ func BenchmarkRedisCommitReplicas(b *testing.B) {
 	}
 	ctx := context.Background()
 	commit := func(sd *side, i int) {
-		batch := dedup.Batch{Drones: make(map[string][]byte, 500), Applied: sd.version + 500}
-		for d := 0; d < 500; d++ {
-			batch.Drones[fmt.Sprintf("UAV-%04d", d)] = state
-		}
-		for e := 0; e < 5; e++ {
-			batch.Events = append(batch.Events, dedup.Event{ID: fmt.Sprintf("%d-%d:raised", i, e), JSON: event})
-		}
+		batch := benchBatch(sd.version, i, 5)
 		began := time.Now()
 		if _, err := sd.s.Commit(ctx, 0, sd.version, batch); err != nil {
 			b.Fatal(err)
@@ -83,7 +73,7 @@ func BenchmarkRedisCommitReplicas(b *testing.B) {
 	b.StopTimer()
 	q := func(sd *side, f float64) float64 {
 		slices.Sort(sd.took)
-		return float64(sd.took[int(f*float64(len(sd.took)-1))].Microseconds()) / 1000
+		return float64(benchcompare.Percentile(sd.took, f).Microseconds()) / 1000
 	}
 	n := float64(b.N * 500)
 	b.ReportMetric(n/r0.total.Seconds(), "r0_records/s")
