@@ -26,7 +26,9 @@ type BadRecord struct {
 type Stats struct {
 	Records    int // records in the batch at offsets above the version
 	Applied    int // positions that went through the state machine
-	Duplicates int // positions whose seq was not above the drone's (duplicate or stale)
+	Duplicates int // positions not after the drone's last (by ts, then seq): duplicate or stale
+	SeqResets  int // positions applied whose seq was not above the drone's last (DroneState.Resets)
+	Dropped    int // positions applied that ingest had dropped an optional field from
 	Invalid    int // records that did not decode
 	Skipped    int // records at or below the version (already applied)
 	Raised     int
@@ -38,6 +40,8 @@ func (s *Stats) Add(o Stats) {
 	s.Records += o.Records
 	s.Applied += o.Applied
 	s.Duplicates += o.Duplicates
+	s.SeqResets += o.SeqResets
+	s.Dropped += o.Dropped
 	s.Invalid += o.Invalid
 	s.Skipped += o.Skipped
 	s.Raised += o.Raised
@@ -232,6 +236,7 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 		d = &drone{DroneState: NewDroneState(), id: p.DroneID}
 	}
 	first := len(events)
+	resets := d.Resets
 	var ok bool
 	events, e.hits, ok = Step(&d.DroneState, p, zs, e.hits, events)
 	if !ok {
@@ -239,6 +244,12 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 		return events, nil
 	}
 	st.Applied++
+	if d.Resets != resets {
+		st.SeqResets++
+	}
+	if p.Dropped != "" {
+		st.Dropped++
+	}
 	if isNew {
 		e.drones[d.id] = d
 	}

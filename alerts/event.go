@@ -72,30 +72,43 @@ type Event struct {
 
 // AlarmID is the deterministic id of the alarm that the position with seq
 // raised for (drone, zone): the first 16 bytes of SHA-256 of
-// "drone\x00zone\x00seq", in hex.
-func AlarmID(drone, zone string, seq int64) string {
+// "drone\x00zone\x00seq", in hex. It is AlarmIDAt(drone, zone, seq, 0):
+// the id of every alarm of a drone whose seq never went back.
+func AlarmID(drone, zone string, seq int64) string { return AlarmIDAt(drone, zone, seq, 0) }
+
+// AlarmIDAt is the id of the alarm raised by the position with seq in the
+// drone's run of seqs number resets (DroneState.Resets): AlarmID for run 0,
+// and for run r > 0 the first 16 bytes of SHA-256 of
+// "drone\x00zone\x00seq\x00r", so that a seq a restarted counter uses
+// again names another alarm.
+func AlarmIDAt(drone, zone string, seq, resets int64) string {
 	var buf [32]byte
-	return string(appendAlarmID(buf[:0], drone, zone, seq))
+	return string(appendAlarmID(buf[:0], drone, zone, seq, resets))
 }
 
-// appendAlarmID appends AlarmID(drone, zone, seq) to dst (32 bytes).
-func appendAlarmID(dst []byte, drone, zone string, seq int64) []byte {
-	var in [128]byte
+// appendAlarmID appends AlarmIDAt(drone, zone, seq, resets) to dst (32
+// bytes).
+func appendAlarmID(dst []byte, drone, zone string, seq, resets int64) []byte {
+	var in [160]byte
 	b := append(in[:0], drone...)
 	b = append(b, 0)
 	b = append(b, zone...)
 	b = append(b, 0)
 	b = strconv.AppendInt(b, seq, 10)
+	if resets != 0 {
+		b = append(b, 0)
+		b = strconv.AppendInt(b, resets, 10)
+	}
 	sum := sha256.Sum256(b)
 	return hex.AppendEncode(dst, sum[:16])
 }
 
 // raisedIDs returns the alarm id and the raised event's id of the alarm
-// (drone, zone, seq) in one allocation: the alarm id is the event id's
-// first 32 bytes.
-func raisedIDs(drone, zone string, seq int64) (alarm, event string) {
+// (drone, zone, seq, resets) in one allocation: the alarm id is the event
+// id's first 32 bytes.
+func raisedIDs(drone, zone string, seq, resets int64) (alarm, event string) {
 	var buf [32 + 1 + len(Raised)]byte
-	b := appendAlarmID(buf[:0], drone, zone, seq)
+	b := appendAlarmID(buf[:0], drone, zone, seq, resets)
 	b = append(b, ':')
 	b = append(b, Raised...)
 	event = string(b)

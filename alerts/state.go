@@ -27,10 +27,11 @@ type Zones interface {
 // NoSeq is the highest seq of a drone never seen.
 const NoSeq int64 = -1
 
-// DroneState is what the alerter remembers of one drone: its highest
-// applied seq, its active alarms, its last applied position and when its
-// track was last sampled. Stored as JSON in Redis (docs/redis-layout.md);
-// states written before Pos and TrackMS existed decode with both zero.
+// DroneState is what the alerter remembers of one drone: the seq of its
+// last applied record, its active alarms, its last applied position (whose
+// ts, with Seq, is where the drone's order stands) and when its track was
+// last sampled. Stored as JSON in Redis (docs/redis-layout.md); states
+// written before Pos, TrackMS and Resets existed decode with them zero.
 type DroneState struct {
 	Seq    int64         `json:"seq"`
 	Alarms []ActiveAlarm `json:"in,omitempty"` // sorted by Zone; "in" is the stored name
@@ -40,6 +41,12 @@ type DroneState struct {
 	// sample (0: none): kept with the state, so that sampling goes on at
 	// the same pace across restarts and partition moves.
 	TrackMS int64 `json:"tk,omitempty"`
+	// Resets counts the applied records whose seq was not above the one
+	// before (a feed that restarted its counter, or the drone's records
+	// after a wild seq): each starts a new run of seqs, and the alarm ids
+	// raised in run r > 0 name r, so a seq used again never reuses an id
+	// (AlarmIDAt).
+	Resets int64 `json:"rs,omitempty"`
 }
 
 // Fix is one position of a drone as the alerter keeps it: the last known
@@ -51,6 +58,9 @@ type Fix struct {
 	Lon    float64   `json:"lon"`
 	AltM   *float64  `json:"alt,omitempty"` // alt_m of the record, when it had one
 	AltRef string    `json:"ref,omitempty"` // its alt_ref (amsl when the record gave none)
+	// Drop is the record's dropped: the optional fields ingest dropped
+	// from it as out of range or outside every convention.
+	Drop string `json:"drop,omitempty"`
 }
 
 // IsZero reports whether f is no position at all (encoding/json's
@@ -60,7 +70,7 @@ func (f Fix) IsZero() bool { return f == Fix{} }
 
 // FixOf returns the kept form of a telemetry position.
 func FixOf(p *telemetry.Position) Fix {
-	f := Fix{TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon}
+	f := Fix{TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon, Drop: p.Dropped}
 	if p.AltM != nil {
 		f.AltM = p.AltM
 		f.AltRef = p.Ref()
@@ -84,6 +94,10 @@ func (f *Fix) AppendJSON(dst []byte) []byte {
 	if f.AltRef != "" {
 		dst = append(dst, `,"ref":`...)
 		dst = appendString(dst, f.AltRef)
+	}
+	if f.Drop != "" {
+		dst = append(dst, `,"drop":`...)
+		dst = appendString(dst, f.Drop)
 	}
 	return append(dst, '}')
 }
@@ -182,6 +196,10 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 		dst = append(dst, `,"tk":`...)
 		dst = strconv.AppendInt(dst, s.TrackMS, 10)
 	}
+	if s.Resets != 0 {
+		dst = append(dst, `,"rs":`...)
+		dst = strconv.AppendInt(dst, s.Resets, 10)
+	}
 	return append(dst, '}')
 }
 
@@ -197,15 +215,38 @@ func PointOf(p *telemetry.Position) geofence.Point {
 	return pt
 }
 
+// After reports whether p comes after the drone's last applied record in
+// the drone's own order: by ts, then by seq (docs/exactly-once.md, "A
+// drone's order"). A record not after it — the same (ts, seq) again, or
+// an earlier one — is a duplicate or stale. Ordering by ts first means no
+// seq, however wild, holds a drone's later records back, and a feed whose
+// counter restarted goes on being heard. A state written before states
+// kept their position has only its seq to go by.
+func (s *DroneState) After(p *telemetry.Position) bool {
+	switch {
+	case s.Seq == NoSeq:
+		return true
+	case s.Pos.IsZero():
+		return p.Seq > s.Seq
+	case !p.TS.Equal(s.Pos.TS):
+		return p.TS.After(s.Pos.TS)
+	}
+	return p.Seq > s.Seq
+}
+
 // Step applies one position to a drone's state, the state machine of
-// docs/design.md, and makes it the state's last position. It returns false (and changes nothing) when the position is a
-// duplicate or stale: its seq is not above the state's. Otherwise it
-// appends the position's events to dst — clears first, then raises, each
-// in zone id order — with Partition and Offset left zero, and returns the
-// events and true. hits is scratch space for the zone query (may be nil).
+// docs/design.md, and makes it the state's last position. It returns false
+// (and changes nothing) when the position is a duplicate or stale: not
+// After the state's last. Otherwise it appends the position's events to
+// dst — clears first, then raises, each in zone id order — with Partition
+// and Offset left zero, and returns the events and true. hits is scratch
+// space for the zone query (may be nil).
 func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, dst []Event) ([]Event, []geofence.Hit, bool) {
-	if p.Seq <= s.Seq {
+	if !s.After(p) {
 		return dst, hits, false
+	}
+	if s.Seq != NoSeq && p.Seq <= s.Seq {
+		s.Resets++
 	}
 	s.Seq = p.Seq
 	s.Pos = FixOf(p)
@@ -242,7 +283,7 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		if s.hasAlarm(h.Zone.ID) {
 			continue
 		}
-		id, eventID := raisedIDs(p.DroneID, h.Zone.ID, p.Seq)
+		id, eventID := raisedIDs(p.DroneID, h.Zone.ID, p.Seq, s.Resets)
 		e := newEvent(p, Raised, eventID, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
 		e.HeightAssumed = h.HeightAssumed
 		dst = append(dst, e)

@@ -170,3 +170,92 @@ func TestStepZoneReload(t *testing.T) {
 		})
 	}
 }
+
+// TestStepOrder: a drone's records are ordered by ts, then seq
+// (docs/exactly-once.md, "A drone's order"). No seq can hold a drone's
+// later records back; a restarted counter is heard; duplicates and stale
+// re-sends still change nothing; a seq used again raises under another
+// alarm id.
+func TestStepOrder(t *testing.T) {
+	ix := index(t, zonesJSON)
+	const in, out = 0.005, 0.02 // lon inside SQ, outside every zone
+	fix := func(seq int64, sec int, lon float64) telemetry.Position {
+		return telemetry.Position{DroneID: "D1", Seq: seq, TS: t0.Add(time.Duration(sec) * time.Second), Lat: 0.005, Lon: lon}
+	}
+	const wild = math.MaxInt64
+	tests := []struct {
+		name string
+		path []telemetry.Position
+		want []string // events after each position ("-": not applied)
+	}{
+		{"a wild seq holds nothing back", []telemetry.Position{fix(1, 1, out), fix(wild, 2, out), fix(2, 3, in), fix(3, 4, out)},
+			[]string{"", "", "raised SQ 2", "cleared SQ 3 exited"}},
+		{"the wild record's duplicate is still a duplicate", []telemetry.Position{fix(wild, 2, in), fix(2, 3, in), fix(wild, 2, in), fix(3, 4, out)},
+			[]string{"raised SQ " + fmt.Sprint(int64(wild)), "", "-", "cleared SQ 3 exited"}},
+		{"a restarted counter is heard; stale re-sends from before it are not", []telemetry.Position{
+			fix(100, 1, in), fix(101, 2, out), fix(0, 60, out), fix(1, 61, in), fix(101, 2, in), fix(1, 61, in), fix(100, 1, in), fix(2, 62, out)},
+			[]string{"raised SQ 100", "cleared SQ 101 exited", "", "raised SQ 1", "-", "-", "-", "cleared SQ 2 exited"}},
+		{"same ts: seq decides", []telemetry.Position{fix(5, 1, out), fix(6, 1, in), fix(4, 1, out), fix(6, 1, out), fix(7, 1, out)},
+			[]string{"", "raised SQ 6", "-", "-", "cleared SQ 7 exited"}},
+		{"a feed that never counts: every later ts is a new fix", []telemetry.Position{fix(0, 1, out), fix(0, 2, in), fix(0, 2, out), fix(0, 3, out)},
+			[]string{"", "raised SQ 0", "-", "cleared SQ 0 exited"}},
+		{"ts back with a higher seq is stale", []telemetry.Position{fix(1, 10, out), fix(2, 5, in), fix(3, 11, out)},
+			[]string{"", "-", ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := alerts.NewDroneState()
+			for i, p := range tc.path {
+				evs, _, ok := alerts.Step(&s, &p, ix, nil, nil)
+				got := summary(evs)
+				if !ok {
+					got = "-"
+				}
+				if got != tc.want[i] {
+					t.Errorf("position %d (seq %d, ts %v): events %q, want %q", i, p.Seq, p.TS.Sub(t0), got, tc.want[i])
+				}
+			}
+		})
+	}
+
+	t.Run("a seq used again names another alarm", func(t *testing.T) {
+		s := alerts.NewDroneState()
+		var ids []string
+		for _, p := range []telemetry.Position{fix(7, 1, in), fix(8, 2, out), fix(7, 30, in), fix(8, 31, out), fix(7, 60, in)} {
+			evs, _, ok := alerts.Step(&s, &p, ix, nil, nil)
+			if !ok {
+				t.Fatalf("seq %d at %v not applied", p.Seq, p.TS)
+			}
+			for _, e := range evs {
+				if e.Type == alerts.Raised {
+					ids = append(ids, e.AlarmID)
+				}
+			}
+		}
+		want := []string{alerts.AlarmID("D1", "SQ", 7), alerts.AlarmIDAt("D1", "SQ", 7, 1), alerts.AlarmIDAt("D1", "SQ", 7, 2)}
+		if fmt.Sprint(ids) != fmt.Sprint(want) || want[0] == want[1] || want[1] == want[2] {
+			t.Errorf("alarm ids %v, want %v, all different", ids, want)
+		}
+		if s.Resets != 2 {
+			t.Errorf("resets %d, want 2", s.Resets)
+		}
+		if alerts.AlarmIDAt("D1", "SQ", 7, 0) != alerts.AlarmID("D1", "SQ", 7) {
+			t.Error("run 0's id is not the contract's AlarmID")
+		}
+	})
+
+	t.Run("a state written before states kept a position goes by seq", func(t *testing.T) {
+		s, err := alerts.DecodeDroneState([]byte(`{"seq":4}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			p    telemetry.Position
+			want bool
+		}{{fix(3, 100, out), false}, {fix(4, 100, out), false}, {fix(5, 1, out), true}, {fix(4, 2, out), true}} {
+			if _, _, ok := alerts.Step(&s, &c.p, ix, nil, nil); ok != c.want {
+				t.Errorf("seq %d ts %v: applied %v, want %v", c.p.Seq, c.p.TS.Sub(t0), ok, c.want)
+			}
+		}
+	})
+}

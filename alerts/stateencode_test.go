@@ -45,6 +45,8 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"negative zero lat": {Seq: 3, Pos: alerts.Fix{Lat: math.Copysign(0, -1)}},
 		"only tk":           {Seq: 3, TrackMS: -5},
 		"offset zone, big":  {Seq: 3, Pos: alerts.Fix{TS: fix.TS.In(time.FixedZone("x", 3600)), Lat: 89.999999999, Lon: -179.5, AltM: &big, AltRef: "a<gl"}},
+		"resets, dropped":   {Seq: 0, Pos: alerts.Fix{TS: fix.TS, Lat: 1, Lon: 2, Drop: "alt_m,agl_m"}, Resets: 3},
+		"dropped, escapes":  {Seq: 2, Pos: alerts.Fix{TS: fix.TS, Drop: "<\"\xff"}, Resets: -1},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -55,6 +57,9 @@ func FuzzDroneStateEncode(f *testing.F) {
 	f.Add(int64(7), "Z", "alarm", "fp", int64(3), "Zone \"x\"", "restricted", int64(1764669600123456789), 51.47, -0.49, 80.0, true, "agl", int64(1764669600123))
 	f.Add(int64(-1), "", "\xff<>&", "", int64(-9), "", "", int64(0), 0.0, 0.0, 0.0, false, "", int64(0))
 	f.Fuzz(func(t *testing.T, seq int64, zone, alarm, fp string, rseq int64, name, cat string, tsNano int64, lat, lon, alt float64, hasAlt bool, ref string, tk int64) {
+		// Resets and Drop from the inputs at hand: the corpus keeps its
+		// shape.
+		resets, drop := tk%5, fp
 		// json.Marshal refuses NaN and infinities, and validated telemetry
 		// never holds them: such an input is checked with 0 in their place.
 		finite := func(x float64) float64 {
@@ -65,7 +70,7 @@ func FuzzDroneStateEncode(f *testing.F) {
 		}
 		lat, lon, alt = finite(lat), finite(lon), finite(alt)
 		s := alerts.DroneState{Seq: seq, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}},
-			Pos: alerts.Fix{Lat: lat, Lon: lon, AltRef: ref}, TrackMS: tk}
+			Pos: alerts.Fix{Lat: lat, Lon: lon, AltRef: ref, Drop: drop}, TrackMS: tk, Resets: resets}
 		if tsNano != 0 {
 			s.Pos.TS = time.Unix(0, tsNano).UTC()
 		}

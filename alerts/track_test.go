@@ -96,17 +96,22 @@ func TestEngineSamplesTracks(t *testing.T) {
 		{"within the interval", []telemetry.Position{at("A", 2, 5), at("B", 2, 12.999)}, ""},
 		{"ten seconds on", []telemetry.Position{at("A", 3, 10), at("B", 3, 13)}, "A@10s B@13s"},
 		{"one per batch: the latest", []telemetry.Position{at("A", 4, 20), at("A", 5, 25), at("A", 6, 30), at("A", 7, 35)}, "A@30s"},
-		{"duplicates sample nothing", []telemetry.Position{at("A", 7, 100), at("B", 3, 100)}, ""},
-		{"ts back before the last sample", []telemetry.Position{at("A", 8, 1)}, "A@1s"},
-		{"and on from there", []telemetry.Position{at("A", 9, 5), at("A", 10, 11)}, "A@11s"},
+		{"duplicates sample nothing", []telemetry.Position{at("A", 7, 35), at("B", 3, 13)}, ""},
+		// A drone's records are ordered by ts, then seq: a ts back before
+		// the last applied one is stale, whatever its seq.
+		{"stale: ts back before the last, seq higher", []telemetry.Position{at("A", 8, 1)}, ""},
+		{"and on from there", []telemetry.Position{at("A", 9, 40), at("A", 10, 46)}, "A@40s"},
 	}
 	var last dedup.Batch
 	for _, st := range steps {
-		if st.name == "duplicates sample nothing" {
-			off++
-			out := e.Apply(ix, []alerts.Record{rec(off, st.recs[0]), rec(off+1, st.recs[1])})
-			off++
-			if out == nil || len(out.Batch.Tracks) != 0 || out.Stats.Duplicates != 2 {
+		if st.name == "duplicates sample nothing" || strings.HasPrefix(st.name, "stale") {
+			var recs []alerts.Record
+			for _, p := range st.recs {
+				off++
+				recs = append(recs, rec(off, p))
+			}
+			out := e.Apply(ix, recs)
+			if out == nil || len(out.Batch.Tracks) != 0 || out.Stats.Duplicates != len(recs) {
 				t.Errorf("%s: %+v", st.name, out)
 			}
 			continue
@@ -122,7 +127,7 @@ func TestEngineSamplesTracks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Seq != 10 || !s.Pos.TS.Equal(t0.Add(11*time.Second)) || s.TrackMS != t0.Add(11*time.Second).UnixMilli() {
+	if s.Seq != 10 || !s.Pos.TS.Equal(t0.Add(46*time.Second)) || s.TrackMS != t0.Add(40*time.Second).UnixMilli() {
 		t.Errorf("stored state of A: %s", last.Drones["A"])
 	}
 
@@ -133,10 +138,10 @@ func TestEngineSamplesTracks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tracks(t, apply(e2, at("A", 11, 20))); got != "" {
+	if got := tracks(t, apply(e2, at("A", 11, 49))); got != "" {
 		t.Errorf("after restart, 9s on: %q", got)
 	}
-	if got := tracks(t, apply(e2, at("A", 12, 21))); got != "A@21s" {
+	if got := tracks(t, apply(e2, at("A", 12, 50))); got != "A@50s" {
 		t.Errorf("after restart, 10s on: %q", got)
 	}
 	// A state of before positions were kept samples its next position.

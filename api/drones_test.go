@@ -25,6 +25,8 @@ type dronesEnv struct {
 	*authEnv
 	base   time.Time
 	bAlarm alerts.Event
+	// fly commits positions of a partition as the alerter does.
+	fly func(p int, ps ...telemetry.Position) []alerts.Event
 }
 
 func newDronesEnv(t *testing.T) *dronesEnv {
@@ -64,6 +66,7 @@ func newDronesEnv(t *testing.T) *dronesEnv {
 	if err := dronetest.Legacy(ctx, ds, 1, map[string]string{"L": `{"seq":7}`}); err != nil {
 		t.Fatal(err)
 	}
+	e.fly = fly
 	return e
 }
 
@@ -127,7 +130,7 @@ func TestDronesList(t *testing.T) {
 	var m droneListAnswer
 	e.get(t, "/v1/drones", &m)
 	raw := e.do(t, "GET", "/v1/drones", testTokens["viewer"], "").raw
-	for _, f := range []string{`"drone_id":"L","partition":1,"seq":7,"ts":null,"lat":null,"lon":null,"alt_m":null,"alt_ref":null,"active_alarms":[]`,
+	for _, f := range []string{`"drone_id":"L","partition":1,"seq":7,"ts":null,"lat":null,"lon":null,"alt_m":null,"alt_ref":null,"dropped":[],"seq_resets":0,"active_alarms":[]`,
 		`"next_cursor":null`} {
 		if !strings.Contains(raw, f) {
 			t.Errorf("answer lacks %s: %s", f, raw)
@@ -279,5 +282,35 @@ func TestBBoxAsDescribed(t *testing.T) {
 		if a.code != 200 && (a.code != 400 || a.body.Details["field"] != "bbox") {
 			t.Errorf("bbox=%q: %d %s, want 400 naming bbox", v, a.code, a.raw)
 		}
+	}
+}
+
+// TestDronesShowDroppedFieldsAndSeqResets: a drone whose feed sent a height
+// no aircraft can have (dropped by ingest, which says so in the record) and
+// a wild seq shows both on /v1/drones, and still raised its alarm.
+func TestDronesShowDroppedFieldsAndSeqResets(t *testing.T) {
+	e := newDronesEnv(t)
+	w1 := dronetest.Pos("W", 1<<63-1, e.base, dronetest.OutsideLat, dronetest.OutsideLon)
+	w2 := dronetest.Pos("W", 2, e.base.Add(time.Second), dronetest.InsideLat, dronetest.InsideLon)
+	w2.AltM, w2.AltRef, w2.Dropped = nil, "", "alt_m,agl_m"
+	evs := e.fly(0, w1, w2)
+	if len(evs) != 1 || evs[0].Type != alerts.Raised || evs[0].AlarmID != alerts.AlarmIDAt("W", evs[0].ZoneID, 2, 1) {
+		t.Fatalf("W's events %+v: want one raise at seq 2 in run 1", evs)
+	}
+	var d struct {
+		Seq       int64    `json:"seq"`
+		SeqResets int64    `json:"seq_resets"`
+		Dropped   []string `json:"dropped"`
+		AltM      *float64 `json:"alt_m"`
+		Active    []struct {
+			AlarmID string `json:"alarm_id"`
+		} `json:"active_alarms"`
+	}
+	if a := e.get(t, "/v1/drones/W", &d); a.code != 200 {
+		t.Fatalf("%d %s", a.code, a.raw)
+	}
+	if d.Seq != 2 || d.SeqResets != 1 || !slices.Equal(d.Dropped, []string{"alt_m", "agl_m"}) || d.AltM != nil ||
+		len(d.Active) != 1 || d.Active[0].AlarmID != evs[0].AlarmID {
+		t.Errorf("W = %+v", d)
 	}
 }

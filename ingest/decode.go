@@ -143,6 +143,9 @@ func (d *decoder) record(line int, raw []byte) *rejection {
 		}
 		d.b.dropped[w.Field]++
 	}
+	// What ingest dropped travels with the record, so the alerter can show
+	// why a drone's height is unknown; a feed's own "dropped" is replaced.
+	p.Dropped = telemetry.DroppedOf(ws)
 	d.b.positions = append(d.b.positions, p)
 	d.b.lines = append(d.b.lines, line)
 	return nil

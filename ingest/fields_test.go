@@ -39,6 +39,8 @@ func TestOptionalFieldsKeepThePosition(t *testing.T) {
 		line(5, `"alt_m":30,"alt_ref":"XYZ"`),
 		line(6, `"heading_deg":null,"alt_m":null`),
 		line(7, `"speed_mps":-5,"alt_m":40`),
+		line(8, `"alt_m":-1e300,"agl_m":1e300,"speed_mps":12`),
+		line(9, `"dropped":"alt_m"`), // a feed's own "dropped" is not ingest's: replaced
 	}
 	// The canonical values, written out by hand.
 	const head = `{"drone_id":"D","seq":%d,"ts":"2026-12-02T10:15:03Z","lat":51.47,"lon":-0.46`
@@ -46,10 +48,12 @@ func TestOptionalFieldsKeepThePosition(t *testing.T) {
 		fmt.Sprintf(head+`,"heading_deg":0}`, 1),
 		fmt.Sprintf(head+`,"heading_deg":270}`, 2),
 		fmt.Sprintf(head+`}`, 3),
-		fmt.Sprintf(head+`}`, 4),
-		fmt.Sprintf(head+`}`, 5), // no alt_m: its reference is unknown, so the height is
+		fmt.Sprintf(head+`,"dropped":"heading_deg"}`, 4),
+		fmt.Sprintf(head+`,"dropped":"alt_m,alt_ref"}`, 5), // no alt_m: its reference is unknown, so the height is
 		fmt.Sprintf(head+`}`, 6),
-		fmt.Sprintf(head+`,"alt_m":40}`, 7),
+		fmt.Sprintf(head+`,"alt_m":40,"dropped":"speed_mps"}`, 7),
+		fmt.Sprintf(head+`,"speed_mps":12,"dropped":"alt_m,agl_m"}`, 8), // the height is unknown, which alarms
+		fmt.Sprintf(head+`}`, 9),
 	}
 	wantWarnings := func(lineOf func(int) int) []LineWarning {
 		return []LineWarning{
@@ -57,6 +61,8 @@ func TestOptionalFieldsKeepThePosition(t *testing.T) {
 			{Line: lineOf(5), Field: "alt_ref", Warning: `"XYZ" is not AMSL, WGS84 or AGL; dropped`},
 			{Line: lineOf(5), Field: "alt_m", Warning: "dropped with alt_ref, which is unknown: the height counts as unknown"},
 			{Line: lineOf(7), Field: "speed_mps", Warning: "-5 is negative; dropped"},
+			{Line: lineOf(8), Field: "alt_m", Warning: "-1e+300 is outside the physical range -1000..30000 m AMSL; dropped: the height counts as unknown"},
+			{Line: lineOf(8), Field: "agl_m", Warning: "1e+300 is outside the physical range -100..30000 m; dropped: the height counts as unknown"},
 		}
 	}
 	tests := []struct {
@@ -91,9 +97,10 @@ func TestOptionalFieldsKeepThePosition(t *testing.T) {
 			for _, w := range []string{
 				`nofly_ingest_fields_dropped_total{field="heading_deg"} 1`,
 				`nofly_ingest_fields_dropped_total{field="alt_ref"} 1`,
-				`nofly_ingest_fields_dropped_total{field="alt_m"} 1`,
+				`nofly_ingest_fields_dropped_total{field="alt_m"} 2`,
 				`nofly_ingest_fields_dropped_total{field="speed_mps"} 1`,
-				`nofly_ingest_fields_dropped_total{field="agl_m"} 0`,
+				`nofly_ingest_fields_dropped_total{field="agl_m"} 1`,
+				`nofly_ingest_fields_dropped_total{field="v_accuracy_m"} 0`,
 			} {
 				if !strings.Contains(m, w) {
 					t.Errorf("metrics lack %q", w)

@@ -4,8 +4,11 @@ package telemetry
 // a warning. It plays no part in the alarm, so nothing is refused over it.
 func accuracy(o *optNum, field string, warns []FieldWarning) (float64, bool, []FieldWarning) {
 	v, ok, warns := number(o, field, warns)
-	if ok && v < 0 {
+	switch {
+	case ok && v < 0:
 		return 0, false, append(warns, FieldWarning{field, formatFloat(v) + " is negative; dropped"})
+	case ok && v > MaxAccuracyM:
+		return 0, false, append(warns, FieldWarning{field, outOfRange(v, 0, MaxAccuracyM, "m", "")})
 	}
 	return v, ok, warns
 }

@@ -68,10 +68,11 @@ const (
 	fHeading
 	fHAcc
 	fVAcc
+	fDropped
 )
 
 var fieldNames = [...]string{"", "drone_id", "seq", "ts", "lat", "lon", "alt_m", "alt_ref", "agl_m",
-	"speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m"}
+	"speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m", "dropped"}
 
 type scanner struct {
 	data []byte
@@ -245,6 +246,26 @@ func (s *scanner) field(r *record, f int, te **FieldError) bool {
 		return s.wrongType(f, "a number", te)
 	case fAltRef:
 		return s.ref(&r.altRef)
+	case fDropped:
+		// A string is kept for validation; anything else is no list
+		// (encoding/json's optDropped reads it so too).
+		r.dropped, r.hasDropped = "", false
+		switch c {
+		case '"':
+			raw, plain, ok := s.str()
+			if !ok {
+				return false
+			}
+			if plain {
+				r.dropped = view(raw)
+			} else {
+				r.dropped = string(unquote(raw))
+			}
+			r.hasDropped = true
+			return true
+		}
+		_, ok := s.skip(1)
+		return ok
 	}
 	var o *optNum
 	switch f {
@@ -730,6 +751,8 @@ func fieldOf(key []byte, plain bool) int {
 		return fHAcc
 	case "v_accuracy_m":
 		return fVAcc
+	case "dropped":
+		return fDropped
 	}
 	for f := 1; f < len(fieldNames); f++ {
 		name := fieldNames[f]

@@ -126,6 +126,9 @@ func decodeSeeds() []string {
 		`"alt_ref":"XYZ"`, `"alt_m":30,"alt_ref":5`, `"alt_m":10,"alt_ref":"AGL","agl_m":12,"speed_mps":1`,
 		`"alt_m":[1],"alt_ref":"?","agl_m":false,"speed_mps":-1,"heading_deg":999`,
 		`"h_accuracy_m":3,"v_accuracy_m":10`, `"h_accuracy_m":null`, `"h_accuracy_m":-1,"v_accuracy_m":25`, `"v_accuracy_m":"x"`,
+		`"alt_m":-1e300,"speed_mps":3`, `"alt_m":1e300`, `"alt_m":80,"agl_m":1e300`, `"agl_m":-101`, `"alt_m":-500,"alt_ref":"AGL","agl_m":40`,
+		`"speed_mps":1e9`, `"h_accuracy_m":1e9`, `"dropped":"alt_m,agl_m"`, `"dropped":"agl_m,alt_m"`, `"dropped":"x"`,
+		`"dropped":["alt_m"]`, `"dropped":null`, `"dropped":"alt_m","DROPPED":"speed_mps"`, `"dropped":"\u0061lt_m"`,
 	} {
 		full = append(full, `{`+req+`,`+opt+`}`, `{`+opt+`,`+req+`}`)
 	}

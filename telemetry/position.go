@@ -43,6 +43,12 @@ type Position struct {
 	// error in metres (95%), as Remote ID's accuracy classes state it.
 	HAccuracyM *float64 `json:"h_accuracy_m,omitempty"`
 	VAccuracyM *float64 `json:"v_accuracy_m,omitempty"`
+	// Dropped names the optional fields ingest dropped from the record as
+	// it arrived (outside every convention or physical range), comma
+	// separated in a fixed order: "alt_m,agl_m". Set by ingest alone (a
+	// feed's own "dropped" is replaced), so the alerter can show that a
+	// drone's height is unknown because its feed sent nonsense.
+	Dropped string `json:"dropped,omitempty"`
 }
 
 // FieldError says which field of a record is wrong and why. Field is the
@@ -105,18 +111,36 @@ const (
 // pointers (a wrong JSON type is an error naming them); optional ones read
 // any JSON value without failing, so a bad one can be dropped alone.
 type wire struct {
-	DroneID    *string  `json:"drone_id"`
-	Seq        *int64   `json:"seq"`
-	TS         *string  `json:"ts"`
-	Lat        *float64 `json:"lat"`
-	Lon        *float64 `json:"lon"`
-	AltM       optNum   `json:"alt_m"`
-	AltRef     optRef   `json:"alt_ref"`
-	AGLM       optNum   `json:"agl_m"`
-	SpeedMPS   optNum   `json:"speed_mps"`
-	HeadingDeg optNum   `json:"heading_deg"`
-	HAccuracyM optNum   `json:"h_accuracy_m"`
-	VAccuracyM optNum   `json:"v_accuracy_m"`
+	DroneID    *string    `json:"drone_id"`
+	Seq        *int64     `json:"seq"`
+	TS         *string    `json:"ts"`
+	Lat        *float64   `json:"lat"`
+	Lon        *float64   `json:"lon"`
+	AltM       optNum     `json:"alt_m"`
+	AltRef     optRef     `json:"alt_ref"`
+	AGLM       optNum     `json:"agl_m"`
+	SpeedMPS   optNum     `json:"speed_mps"`
+	HeadingDeg optNum     `json:"heading_deg"`
+	HAccuracyM optNum     `json:"h_accuracy_m"`
+	VAccuracyM optNum     `json:"v_accuracy_m"`
+	Dropped    optDropped `json:"dropped"`
+}
+
+// optDropped is the optional "dropped": a JSON string is kept for
+// validation, anything else (null included) is no list.
+type optDropped struct {
+	v  string
+	ok bool
+}
+
+// UnmarshalJSON never fails.
+func (o *optDropped) UnmarshalJSON(b []byte) error {
+	*o = optDropped{}
+	if b[0] == '"' {
+		_ = json.Unmarshal(b, &o.v)
+		o.ok = true
+	}
+	return nil
 }
 
 // optNum is an optional JSON number. null, like absence, leaves it unset.
@@ -316,7 +340,7 @@ func kindName(k string) string {
 // both decoders.
 func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) {
 	r := record{owned: true, reference: true, altM: w.AltM, altRef: w.AltRef, aglM: w.AGLM, speed: w.SpeedMPS,
-		heading: w.HeadingDeg, hAcc: w.HAccuracyM, vAcc: w.VAccuracyM}
+		heading: w.HeadingDeg, hAcc: w.HAccuracyM, vAcc: w.VAccuracyM, dropped: w.Dropped.v, hasDropped: w.Dropped.ok}
 	if w.DroneID != nil {
 		r.set |= hasDroneID
 		r.droneID = *w.DroneID
@@ -457,6 +481,11 @@ func (p *Position) AppendJSON(dst []byte) []byte {
 		dst = appendFloat(dst, *p.HeadingDeg)
 	}
 	dst = appendAccuracy(dst, p)
+	if p.Dropped != "" && parseDropped(p.Dropped) == p.Dropped { // only the canonical form: field names, no escapes
+		dst = append(dst, `,"dropped":"`...)
+		dst = append(dst, p.Dropped...)
+		dst = append(dst, '"')
+	}
 	return append(dst, '}')
 }
 

@@ -132,6 +132,28 @@ func TestDecodeOptionalFields(t *testing.T) {
 			with(func(p *Position) { p.AltRef, p.SpeedMPS = RefAGL, Float(1) }), []string{"alt_m", "agl_m"}},
 		{"every optional bad", `"alt_m":[1],"alt_ref":"?","agl_m":false,"speed_mps":-1,"heading_deg":999`, base,
 			[]string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg"}},
+		// Physical ranges: a value no aircraft can have is dropped, so the
+		// height is unknown, which is inside every vertical limit.
+		{"alt_m -1e300 dropped", `"alt_m":-1e300,"speed_mps":3`, with(func(p *Position) { p.SpeedMPS = Float(3) }), []string{"alt_m"}},
+		{"alt_m 1e300 dropped", `"alt_m":1e300`, base, []string{"alt_m"}},
+		{"agl_m 1e300 dropped", `"alt_m":80,"agl_m":1e300`, with(func(p *Position) { p.AltM = Float(80) }), []string{"agl_m"}},
+		{"agl_m -101 dropped", `"agl_m":-101`, base, []string{"agl_m"}},
+		{"agl_m -100 kept", `"agl_m":-100`, with(func(p *Position) { p.AGLM = Float(-100) }), nil},
+		{"alt_m AMSL -1000.5 dropped", `"alt_m":-1000.5`, base, []string{"alt_m"}},
+		{"alt_m 30000 kept", `"alt_m":30000,"alt_ref":"WGS84"`, with(func(p *Position) { p.AltM, p.AltRef = Float(30000), RefWGS84 }), nil},
+		{"alt_m 30000.1 dropped", `"alt_m":30000.1,"alt_ref":"WGS84"`, with(func(p *Position) { p.AltRef = RefWGS84 }), []string{"alt_m"}},
+		{"alt_m AGL -500 dropped", `"alt_m":-500,"alt_ref":"AGL"`, with(func(p *Position) { p.AltRef = RefAGL }), []string{"alt_m"}},
+		{"alt_m AGL out of range leaves agl_m", `"alt_m":-500,"alt_ref":"AGL","agl_m":40`, with(func(p *Position) { p.AltRef, p.AGLM = RefAGL, Float(40) }), []string{"alt_m"}},
+		{"speed 300 kept", `"speed_mps":300`, with(func(p *Position) { p.SpeedMPS = Float(300) }), nil},
+		{"speed 1e9 dropped", `"speed_mps":1e9`, base, []string{"speed_mps"}},
+		// "dropped" is ingest's note: kept in its canonical form, else ignored.
+		{"dropped canonical", `"dropped":"alt_m,agl_m"`, with(func(p *Position) { p.Dropped = "alt_m,agl_m" }), nil},
+		{"dropped reordered", `"dropped":"agl_m,alt_m"`, with(func(p *Position) { p.Dropped = "alt_m,agl_m" }), nil},
+		{"dropped unknown name ignored", `"dropped":"alt_m,nonsense"`, base, nil},
+		{"dropped repeated ignored", `"dropped":"alt_m,alt_m"`, base, nil},
+		{"dropped trailing comma ignored", `"dropped":"alt_m,"`, base, nil},
+		{"dropped not a string ignored", `"dropped":["alt_m"]`, base, nil},
+		{"dropped empty", `"dropped":""`, base, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,18 +220,27 @@ func checkInRange(t *testing.T, p Position) {
 	if h := p.HeadingDeg; h != nil && (!finite(*h) || *h < 0 || *h >= 360 || math.Signbit(*h)) {
 		t.Errorf("kept heading_deg %v", *h)
 	}
-	if s := p.SpeedMPS; s != nil && (!finite(*s) || *s < 0 || math.Signbit(*s) || *s == unknownSpeedRID || *s == unknownSpeedMAVLink) {
+	if s := p.SpeedMPS; s != nil && (!finite(*s) || *s < 0 || *s > MaxSpeedMPS || math.Signbit(*s) || *s == unknownSpeedRID || *s == unknownSpeedMAVLink) {
 		t.Errorf("kept speed_mps %v", *s)
 	}
 	for name, v := range map[string]*float64{"h_accuracy_m": p.HAccuracyM, "v_accuracy_m": p.VAccuracyM} {
-		if v != nil && (!finite(*v) || *v < 0) {
+		if v != nil && (!finite(*v) || *v < 0 || *v > MaxAccuracyM) {
 			t.Errorf("kept %s %v", name, *v)
 		}
 	}
 	for name, v := range map[string]*float64{"alt_m": p.AltM, "agl_m": p.AGLM} {
-		if v != nil && (!finite(*v) || *v == unknownHeightRID) {
+		if v != nil && (!finite(*v) || *v == unknownHeightRID || *v > MaxHeightM || *v < MinHeightM) {
 			t.Errorf("kept %s %v", name, *v)
 		}
+	}
+	if v := p.AGLM; v != nil && *v < MinAGLM {
+		t.Errorf("kept agl_m %v below %v", *v, MinAGLM)
+	}
+	if v := p.AltM; v != nil && p.AltRef == RefAGL && *v < MinAGLM {
+		t.Errorf("kept alt_m AGL %v below %v", *v, MinAGLM)
+	}
+	if p.Dropped != "" && parseDropped(p.Dropped) != p.Dropped {
+		t.Errorf("kept dropped %q, not canonical", p.Dropped)
 	}
 	switch p.AltRef {
 	case "", RefAMSL, RefWGS84, RefAGL:

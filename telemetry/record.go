@@ -24,6 +24,11 @@ type record struct {
 
 	altM, aglM, speed, heading, hAcc, vAcc optNum
 	altRef                                 optRef
+
+	// dropped is the record's "dropped" when it was a JSON string (may be
+	// a view of the input: only parsed, never kept).
+	dropped    string
+	hasDropped bool
 }
 
 // Required fields present in a record.
@@ -73,6 +78,9 @@ func (r *record) position(p *Position, warns []FieldWarning) ([]FieldWarning, er
 		ts = t.UTC()
 	}
 	p.Seq, p.TS, p.Lat, p.Lon, p.AltRef = r.seq, ts, r.lat, r.lon, r.altRef.ref
+	if r.hasDropped {
+		p.Dropped = parseDropped(r.dropped)
+	}
 
 	alt, altOK, warns := number(&r.altM, "alt_m", warns)
 	if altOK && alt == unknownHeightRID {
@@ -87,8 +95,22 @@ func (r *record) position(p *Position, warns []FieldWarning) ([]FieldWarning, er
 			altOK = false
 		}
 	}
+	if altOK {
+		lo, ref := minHeightM, p.Ref()
+		if ref == RefAGL {
+			lo = minAGLM
+		}
+		if alt < lo || alt > MaxHeightM {
+			warns = append(warns, FieldWarning{"alt_m", outOfRange(alt, lo, MaxHeightM, "m "+ref, "the height counts as unknown")})
+			altOK = false
+		}
+	}
 	agl, aglOK, warns := number(&r.aglM, "agl_m", warns)
 	if aglOK && agl == unknownHeightRID {
+		aglOK = false
+	}
+	if aglOK && (agl < minAGLM || agl > MaxHeightM) {
+		warns = append(warns, FieldWarning{"agl_m", outOfRange(agl, minAGLM, MaxHeightM, "m", "the height counts as unknown")})
 		aglOK = false
 	}
 	if p.AltRef == RefAGL && altOK && aglOK && alt != agl {
@@ -104,6 +126,9 @@ func (r *record) position(p *Position, warns []FieldWarning) ([]FieldWarning, er
 		speedOK = false
 	case speed < 0:
 		warns = append(warns, FieldWarning{"speed_mps", formatFloat(speed) + " is negative; dropped"})
+		speedOK = false
+	case speed > MaxSpeedMPS:
+		warns = append(warns, FieldWarning{"speed_mps", outOfRange(speed, 0, MaxSpeedMPS, "m/s", "")})
 		speedOK = false
 	case speed == 0:
 		speed = 0 // not -0

@@ -15,6 +15,8 @@ type metrics struct {
 	records    prometheus.Counter
 	applied    prometheus.Counter
 	duplicates prometheus.Counter
+	resets     prometheus.Counter
+	incomplete prometheus.Counter
 	invalid    prometheus.Counter
 	skipped    prometheus.Counter
 	raised     prometheus.Counter
@@ -36,7 +38,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		records:    c("records_total", "Kafka records processed (above the applied offset)."),
 		applied:    c("positions_applied_total", "Positions that went through the state machine."),
-		duplicates: c("positions_duplicate_total", "Positions skipped because their seq was not above the drone's (duplicate or stale)."),
+		duplicates: c("positions_duplicate_total", "Positions skipped as duplicate or stale: not after the drone's last applied one (by ts, then seq)."),
+		resets: c("seq_resets_total", "Positions applied although their seq was not above the drone's last one (a later ts): a feed that restarted its counter, "+
+			"or the records after a wild seq. Each starts a new run of the drone's alarm ids."),
+		incomplete: c("positions_fields_dropped_total", "Positions applied that ingest had dropped an optional field from (out of its physical range or "+
+			"outside every convention): a dropped height is unknown, which alarms. GET /v1/drones names the fields."),
 		invalid:    c("records_invalid_total", "Records that did not decode (skipped)."),
 		skipped:    c("records_already_applied_total", "Records fetched at or below the applied offset (skipped)."),
 		raised:     c("events_raised_total", "Raised events committed (events_suppressed_total counts those whose unique key already existed)."),
@@ -55,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.records, m.applied, m.duplicates, m.invalid, m.skipped, m.raised, m.cleared,
+	for _, c := range []prometheus.Collector{m.records, m.applied, m.duplicates, m.resets, m.incomplete, m.invalid, m.skipped, m.raised, m.cleared,
 		m.suppressed, m.commits, m.fenced, m.commitErrs, m.lost, m.assigned, m.batchSecs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("consume: register metrics: %w", err)
@@ -69,6 +75,8 @@ func (m *metrics) observe(out *alerts.Outcome, res dedup.Result, took time.Durat
 	m.records.Add(float64(s.Records))
 	m.applied.Add(float64(s.Applied))
 	m.duplicates.Add(float64(s.Duplicates))
+	m.resets.Add(float64(s.SeqResets))
+	m.incomplete.Add(float64(s.Dropped))
 	m.invalid.Add(float64(s.Invalid))
 	m.skipped.Add(float64(s.Skipped))
 	m.suppressed.Add(float64(res.Suppressed))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/scenario"
@@ -32,10 +33,14 @@ func scenarioZones(tb testing.TB) *geofence.Index {
 func writeScenario(w io.Writer, cfg scenario.Config, chunks int) (records int, err error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var b []byte
+	def := scenario.DefaultConfig()
+	span := time.Duration(max(cfg.Positions, def.Positions)+1) * max(cfg.Interval, def.Interval)
 	for k := range chunks {
 		cfg.Seed = uint64(k + 1)
 		for _, p := range scenario.Generate(cfg).Records {
-			p.Seq += int64(k) * 1_000_000
+			// Each chunk flies the same drones later: a drone's records
+			// are ordered by ts, so chunk k's come after chunk k-1's.
+			p.TS = p.TS.Add(time.Duration(k) * span)
 			b = append(p.AppendJSON(b[:0]), '\n')
 			if _, err := bw.Write(b); err != nil {
 				return records, err

@@ -95,15 +95,20 @@ type Point struct {
 // for a state written before states kept their position (only seq and
 // alarms are known then).
 type Drone struct {
-	DroneID      string     `json:"drone_id"`
-	Partition    int        `json:"partition"`
-	Seq          int64      `json:"seq"`
-	TS           *time.Time `json:"ts"`
-	Lat          *float64   `json:"lat"`
-	Lon          *float64   `json:"lon"`
-	AltM         *float64   `json:"alt_m"`
-	AltRef       *string    `json:"alt_ref"`
-	ActiveAlarms []Alarm    `json:"active_alarms"`
+	DroneID   string     `json:"drone_id"`
+	Partition int        `json:"partition"`
+	Seq       int64      `json:"seq"`
+	TS        *time.Time `json:"ts"`
+	Lat       *float64   `json:"lat"`
+	Lon       *float64   `json:"lon"`
+	AltM      *float64   `json:"alt_m"`
+	AltRef    *string    `json:"alt_ref"`
+	// Dropped is what ingest dropped from the last position (its
+	// "dropped"): a feed sending values no aircraft can have.
+	Dropped []string `json:"dropped"`
+	// SeqResets is DroneState.Resets: how often the drone's seq went back.
+	SeqResets    int64   `json:"seq_resets"`
+	ActiveAlarms []Alarm `json:"active_alarms"`
 
 	pos alerts.Fix // the state's position (zero: unknown)
 }
@@ -132,7 +137,11 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 	if err != nil {
 		return Drone{}, fmt.Errorf("dronestore: partition %d drone %q: %w", p, id, err)
 	}
-	d := Drone{DroneID: id, Partition: p, Seq: st.Seq, ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos}
+	d := Drone{DroneID: id, Partition: p, Seq: st.Seq, SeqResets: st.Resets, Dropped: []string{},
+		ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos}
+	if st.Pos.Drop != "" {
+		d.Dropped = strings.Split(st.Pos.Drop, ",")
+	}
 	if !st.Pos.IsZero() {
 		pt := pointOf(st.Pos)
 		d.TS, d.Lat, d.Lon, d.AltM, d.AltRef = &pt.TS, &pt.Lat, &pt.Lon, pt.AltM, pt.AltRef

@@ -46,6 +46,10 @@ type Stats struct {
 	Positions int // GLOBAL_POSITION_INT turned into positions
 	Invalid   int // GLOBAL_POSITION_INT without a usable position (no GNSS fix, out of range)
 	BadBytes  int // bytes that were no good frame
+	// Dropped lists the optional fields dropped from the positions (a
+	// value outside its physical range: telemetry.DecodeWarn's rules),
+	// one entry per field dropped.
+	Dropped []telemetry.FieldWarning
 }
 
 // Datagram appends the positions in b, received at recv, to out. The
@@ -74,6 +78,15 @@ func (d *Decoder) Datagram(b []byte, recv time.Time, out []telemetry.Position) (
 		// seen when it happens.
 		ts, seq := c.Resolve(m.TimeBootMS, recv)
 		p, err := Position(id, m, ts, seq)
+		if err == nil {
+			// Through the validator every feed's record goes through: an
+			// altitude or speed outside its physical range is dropped
+			// there (the height then counts as unknown, which alarms),
+			// and the record says what was dropped.
+			n := len(st.Dropped)
+			p, st.Dropped, err = telemetry.DecodeWarn(p.AppendJSON(nil), st.Dropped)
+			p.Dropped = telemetry.DroppedOf(st.Dropped[n:])
+		}
 		if err != nil {
 			st.Invalid++
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))

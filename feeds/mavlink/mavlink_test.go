@@ -163,15 +163,24 @@ func TestClock(t *testing.T) {
 			}
 		})
 	}
-	t.Run("anchor from a delayed first datagram is taken again", func(t *testing.T) {
+	t.Run("anchor from a delayed first datagram is taken again, ts never goes back", func(t *testing.T) {
 		var c Clock
 		// The first fix arrives 5 s late: boot is anchored 5 s too late.
-		c.Resolve(10_000, t0.Add(5*time.Second))
+		first, seq0 := c.Resolve(10_000, t0.Add(5*time.Second))
 		// The next one, sent 1 s later, arrives on time at 1 s: resolved
-		// from the old anchor it would be 5 s in the future.
-		ts, _ := c.Resolve(11_000, t0.Add(time.Second))
-		if ts.After(t0.Add(time.Second + MaxAhead)) {
-			t.Fatalf("ts %v runs %v ahead of its receive time", ts, ts.Sub(t0.Add(time.Second)))
+		// from the old anchor it would be 5 s in the future, from the new
+		// one it is 4 s before the first fix. The alerter orders a drone's
+		// fixes by ts, so it keeps the first fix's time (and a higher seq)
+		// rather than be dropped as stale.
+		ts, seq1 := c.Resolve(11_000, t0.Add(time.Second))
+		if !ts.Equal(first) || seq1 <= seq0 {
+			t.Fatalf("ts %v seq %d after ts %v seq %d: want the same ts and a higher seq", ts, seq1, first, seq0)
+		}
+		// Once the corrected clock passes the first fix, it is used: the
+		// re-anchor is kept.
+		ts, seq2 := c.Resolve(17_000, t0.Add(7*time.Second))
+		if want := t0.Add(7 * time.Second); !ts.Equal(want) || seq2 <= seq1 {
+			t.Fatalf("ts %v seq %d, want %v above %d", ts, seq2, want, seq1)
 		}
 	})
 }

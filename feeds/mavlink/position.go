@@ -69,12 +69,14 @@ func (m GlobalPositionInt) Payload() []byte {
 // the autopilot rebooted: the anchor is taken again. The anchor is also
 // taken again when the resolved time would run ahead of the receive time by
 // more than MaxAhead (an anchor taken from a late first datagram), never
-// backwards. seq is the resolved time in unix milliseconds, or one above the
-// last seq where that would not grow: it only grows, across reboots too.
+// backwards. ts never goes back (a re-anchor behind the last fix keeps the
+// last fix's time); seq is ts in unix milliseconds, or one above the last
+// seq where that would not grow: both only grow, across reboots too.
 type Clock struct {
 	boot    time.Time
 	lastMS  uint32
 	lastSeq int64
+	lastTS  time.Time
 	started bool
 }
 
@@ -95,9 +97,14 @@ func (c *Clock) Resolve(timeBootMS uint32, recv time.Time) (time.Time, int64) {
 	c.started = true
 	c.lastMS = timeBootMS
 	ts := c.boot.Add(since).UTC()
-	// A re-anchor behind an earlier fix, or two fixes in one ms: seq stays
-	// above the last one (the alerter drops a seq not above the highest it
-	// applied), ts stays the resolved time.
+	// A re-anchor behind an earlier fix, or two fixes in one ms: ts stays at
+	// the last one and seq above it. The alerter orders a drone's records
+	// by ts, then seq, and drops one not after the last it applied: a fix
+	// resolved a little before its predecessor is still the newer one.
+	if ts.Before(c.lastTS) {
+		ts = c.lastTS
+	}
+	c.lastTS = ts
 	seq := max(ts.UnixMilli(), c.lastSeq+1)
 	c.lastSeq = seq
 	return ts, seq

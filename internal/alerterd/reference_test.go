@@ -24,8 +24,6 @@ func loadRefZones(t testing.TB, path string) []refZone {
 	return zs
 }
 
-func refAlarmID(drone, zone string, seq int64) string { return ref.AlarmID(drone, zone, seq) }
-
 // reference runs the reference over the records in order.
 func reference(zones []refZone, recs []telemetry.Position) []refEvent {
 	return ref.Events(zones, recs)

@@ -151,6 +151,7 @@ func loopbackHost(addr string) bool {
 type mavMetrics struct {
 	datagrams, badBytes, produceErrors prometheus.Counter
 	positions                          *prometheus.CounterVec
+	fieldsDropped                      *prometheus.CounterVec
 	vehicles                           prometheus.Gauge
 }
 
@@ -163,8 +164,13 @@ func newMavMetrics(reg prometheus.Registerer) *mavMetrics {
 		positions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nofly_mavlink_positions_total",
 			Help: "GLOBAL_POSITION_INT messages by result: produced (acknowledged by Kafka), invalid (no GNSS fix, out of range), queue_full (dropped while Kafka lagged)."}, []string{"result"}),
 		vehicles: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nofly_mavlink_vehicles", Help: "Vehicles (MAVLink system ids) heard since start."}),
+		fieldsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nofly_ingest_fields_dropped_total",
+			Help: "Optional fields dropped from positions, their value being outside its physical range (the record says so in dropped), by field."}, []string{"field"}),
 	}
-	reg.MustRegister(m.datagrams, m.badBytes, m.produceErrors, m.positions, m.vehicles)
+	reg.MustRegister(m.datagrams, m.badBytes, m.produceErrors, m.positions, m.vehicles, m.fieldsDropped)
+	for _, f := range []string{"alt_m", "speed_mps"} {
+		m.fieldsDropped.WithLabelValues(f)
+	}
 	for _, r := range []string{"produced", "invalid", "queue_full"} {
 		m.positions.WithLabelValues(r)
 	}
@@ -251,6 +257,10 @@ func (r *mavRelay) read(queue chan<- producer.Record) error {
 		ps, st, errs := r.dec.Datagram(buf[:n], recv, nil)
 		r.m.badBytes.Add(float64(st.BadBytes))
 		r.m.positions.WithLabelValues("invalid").Add(float64(st.Invalid))
+		for _, w := range st.Dropped {
+			r.m.fieldsDropped.WithLabelValues(w.Field).Inc()
+			r.log.Debug("mavlink field dropped", "from", from.String(), "field", w.Field, "warning", w.Warning)
+		}
 		for _, e := range errs {
 			r.log.Debug("mavlink position not used", "from", from.String(), "error", e)
 		}

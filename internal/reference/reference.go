@@ -200,10 +200,33 @@ func (e Event) String() string {
 }
 
 // AlarmID is the contract's alarm id: the first 16 bytes of
-// SHA-256(drone NUL zone NUL seq), hex.
-func AlarmID(drone, zone string, seq int64) string {
-	sum := sha256.Sum256([]byte(drone + "\x00" + zone + "\x00" + strconv.FormatInt(seq, 10)))
+// SHA-256(drone NUL zone NUL seq), hex; for a raise after the drone's seq
+// went back r > 0 times, of SHA-256(drone NUL zone NUL seq NUL r).
+func AlarmID(drone, zone string, seq int64, resets int) string {
+	in := drone + "\x00" + zone + "\x00" + strconv.FormatInt(seq, 10)
+	if resets > 0 {
+		in += "\x00" + strconv.Itoa(resets)
+	}
+	sum := sha256.Sum256([]byte(in))
 	return hex.EncodeToString(sum[:16])
+}
+
+// last is where a drone's order stands: the ts and seq of its last applied
+// record, and how often its seq went back.
+type last struct {
+	ts     time.Time
+	seq    int64
+	resets int
+}
+
+// newer is the contract's order of one drone's records: a record is
+// applied when its ts is later than the last applied one's, or its ts is
+// the same and its seq higher; anything else is a duplicate or stale.
+func (l last) newer(p *telemetry.Position) bool {
+	if c := p.TS.Compare(l.ts); c != 0 {
+		return c > 0
+	}
+	return p.Seq > l.seq
 }
 
 // Events runs docs/design.md's alarm semantics over the records in order.
@@ -218,7 +241,7 @@ func Events(zones []Zone, recs []telemetry.Position) []Event {
 func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []Event {
 	type key struct{ drone, zone string }
 	type alarm struct{ id, def string }
-	highest := map[string]int64{}
+	order := map[string]last{}
 	active := map[key]alarm{}
 	inZones := map[string][]string{} // drone -> zone ids with an active alarm, in raise order
 	var out []Event
@@ -229,10 +252,15 @@ func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []
 		}
 		zones := sets[set]
 		p := &recs[i]
-		if h, ok := highest[p.DroneID]; ok && p.Seq <= h {
+		l, seen := order[p.DroneID]
+		if seen && !l.newer(p) {
 			continue
 		}
-		highest[p.DroneID] = p.Seq
+		if seen && p.Seq <= l.seq {
+			l.resets++
+		}
+		l.ts, l.seq = p.TS, p.Seq
+		order[p.DroneID] = l
 		// Reload clears first.
 		var keep []string
 		for _, zid := range inZones[p.DroneID] {
@@ -261,7 +289,7 @@ func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []
 					delete(active, k)
 				}
 			} else if z.contains(p, 0) {
-				id := AlarmID(p.DroneID, z.id, p.Seq)
+				id := AlarmID(p.DroneID, z.id, p.Seq, l.resets)
 				out = append(out, Event{id, "raised", p.DroneID, z.id, p.Seq})
 				active[k] = alarm{id, z.def}
 				inZones[p.DroneID] = append(inZones[p.DroneID], z.id)

@@ -40,14 +40,58 @@ func TestEvents(t *testing.T) {
 	}
 	got := Events(zs, recs)
 	want := []Event{
-		{AlarmID("d", "SQ", 2), "raised", "d", "SQ", 2},
-		{AlarmID("d", "SQ", 2), "cleared", "d", "SQ", 3},
-		{AlarmID("d", "CI", 5), "raised", "d", "CI", 5},
-		{AlarmID("d", "CI", 5), "cleared", "d", "CI", 7},
+		{AlarmID("d", "SQ", 2, 0), "raised", "d", "SQ", 2},
+		{AlarmID("d", "SQ", 2, 0), "cleared", "d", "SQ", 3},
+		{AlarmID("d", "CI", 5, 0), "raised", "d", "CI", 5},
+		{AlarmID("d", "CI", 5, 0), "cleared", "d", "CI", 7},
 	}
 	d, err := Compare(want, got)
 	if err != nil || !d.OK() || len(got) != len(want) {
 		t.Fatalf("events %v: %v (err %v)", got, d, err)
+	}
+}
+
+// TestEventsOrder: the reference orders a drone's records by ts, then seq;
+// a wild seq holds nothing back, a restarted counter is heard, and a seq
+// used again after the counter went back raises under the id naming the
+// run.
+func TestEventsOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "z.geojson")
+	if err := os.WriteFile(path, []byte(zonesJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zs, err := LoadZones(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(seq int64, sec int, lon, lat float64) telemetry.Position {
+		return telemetry.Position{DroneID: "d", Seq: seq, TS: t0.Add(time.Duration(sec) * time.Second), Lon: lon, Lat: lat}
+	}
+	const wild = int64(1<<63 - 1)
+	recs := []telemetry.Position{
+		at(10, 1, 5, 5),       // outside
+		at(wild, 2, 5, 5),     // a wild seq
+		at(11, 3, 0.2, 0.2),   // enters SQ: heard, run 1
+		at(wild, 2, 0.2, 0.2), // the wild record again: stale
+		at(12, 4, 5, 5),       // clears
+		at(11, 100, 0.2, 0.2), // the counter went back: run 2, enters again with seq 11
+		at(12, 4, 0.2, 0.2),   // a re-send from before: stale
+		at(12, 101, 5, 5),     // clears
+	}
+	got := Events(zs, recs)
+	want := []Event{
+		{AlarmID("d", "SQ", 11, 1), "raised", "d", "SQ", 11},
+		{AlarmID("d", "SQ", 11, 1), "cleared", "d", "SQ", 12},
+		{AlarmID("d", "SQ", 11, 2), "raised", "d", "SQ", 11},
+		{AlarmID("d", "SQ", 11, 2), "cleared", "d", "SQ", 12},
+	}
+	d, err := Compare(want, got)
+	if err != nil || !d.OK() || len(got) != len(want) {
+		t.Fatalf("events %v: %v (err %v)", got, d, err)
+	}
+	if AlarmID("d", "SQ", 11, 1) == AlarmID("d", "SQ", 11, 2) || AlarmID("d", "SQ", 11, 0) == AlarmID("d", "SQ", 11, 1) {
+		t.Fatal("runs share an alarm id")
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package scenario generates deterministic drone traffic for the alerter's
 // proofs and benchmarks: drones flying between waypoints over the zones of
 // testdata/scenarios/zones.geojson, with altitude changes, records without
-// a height, duplicated records and stale ones (a lower seq re-sent later).
+// a height, duplicated records, stale ones (an older record re-sent later),
+// wild seqs and counters that start again.
 // The same Config (seed included) always gives the same records in the
 // same order.
 package scenario
@@ -26,15 +27,22 @@ type Config struct {
 	Positions int     // per drone
 	DupRate   float64 // probability that a record is sent again later (same content)
 	StaleRate float64 // probability that, after a record, an older record of the same drone is re-sent
-	Start     time.Time
+	// WildRate is the probability that a fix carries a wild seq (near the
+	// largest int64) instead of the drone's counter, which goes on after it
+	// as if nothing happened; RestartRate the probability that a drone's
+	// counter starts again from near 0 before a fix (a feed restarted).
+	WildRate    float64
+	RestartRate float64
+	Start       time.Time
 	Interval  time.Duration // between two fixes of a drone
 }
 
 // DefaultConfig is the reference proof's scenario: 100 drones × 500
-// positions, 4% duplicates, 1% stale records, from 10:00Z on 2026-12-02
-// every 2 s (so the TIME zone, active 10:05-10:12, switches on and off).
+// positions, 4% duplicates, 1% stale records, 0.1% wild seqs and 0.1%
+// counter restarts, from 10:00Z on 2026-12-02 every 2 s (so the TIME zone,
+// active 10:05-10:12, switches on and off).
 func DefaultConfig() Config {
-	return Config{Seed: 1, Drones: 100, Positions: 500, DupRate: 0.04, StaleRate: 0.01,
+	return Config{Seed: 1, Drones: 100, Positions: 500, DupRate: 0.04, StaleRate: 0.01, WildRate: 0.001, RestartRate: 0.001,
 		Start: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Interval: 2 * time.Second}
 }
 
@@ -44,6 +52,8 @@ type Scenario struct {
 	Unique     int // distinct (drone, seq)
 	Duplicates int // exact re-sends
 	Stale      int // re-sends of an older record after a newer one
+	Wild       int // fixes with a wild seq (counted in Unique)
+	Restarts   int // counters started again (the fix after it counted in Unique)
 }
 
 // The area the drones fly in and the waypoints they aim at (zone centres
@@ -114,7 +124,15 @@ func Generate(cfg Config) *Scenario {
 		for _, di := range order {
 			d := ds[di]
 			d.move(rng, cfg.Interval.Seconds())
+			if cfg.RestartRate > 0 && rng.Float64() < cfg.RestartRate {
+				d.seq = int64(rng.IntN(10))
+				sc.Restarts++
+			}
 			p := d.position(rng, ts)
+			if cfg.WildRate > 0 && rng.Float64() < cfg.WildRate {
+				p.Seq = math.MaxInt64 - int64(rng.IntN(1000))
+				sc.Wild++
+			}
 			history[d.id] = append(history[d.id], p)
 			for _, q := range scheduled[base] {
 				emit(q)

@@ -20,8 +20,9 @@ func TestGenerateIsDeterministicAndHasTheMix(t *testing.T) {
 	if a.Unique != 100*500 || len(a.Records) != a.Unique+a.Duplicates+a.Stale {
 		t.Errorf("unique %d dup %d stale %d total %d", a.Unique, a.Duplicates, a.Stale, len(a.Records))
 	}
-	if float64(a.Duplicates) < 0.03*float64(len(a.Records)) || a.Stale < 100 {
-		t.Errorf("want >= 3%% duplicates and some stale records: %d dup, %d stale of %d", a.Duplicates, a.Stale, len(a.Records))
+	if float64(a.Duplicates) < 0.03*float64(len(a.Records)) || a.Stale < 100 || a.Wild < 20 || a.Restarts < 20 {
+		t.Errorf("want >= 3%% duplicates and some stale records, wild seqs and restarts: %d dup, %d stale, %d wild, %d restarts of %d",
+			a.Duplicates, a.Stale, a.Wild, a.Restarts, len(a.Records))
 	}
-	t.Logf("%d records: %d unique, %d duplicates, %d stale", len(a.Records), a.Unique, a.Duplicates, a.Stale)
+	t.Logf("%d records: %d unique, %d duplicates, %d stale, %d wild seqs, %d restarts", len(a.Records), a.Unique, a.Duplicates, a.Stale, a.Wild, a.Restarts)
 }
