@@ -32,7 +32,8 @@
 //     every record of the request. Any produce failure answers 503 (retriable,
 //     with Retry-After) or 500; some of the records may then be in the log,
 //     and a retry of the whole request may write them again: the alerter
-//     treats (drone_id, seq) as the record's unique key, so that is safe.
+//     drops a record that is not after its drone's last (by ts, then seq),
+//     so that is safe.
 //   - Records of one request keep their order within a drone (the producer
 //     keeps order per partition and a drone maps to one partition). Across
 //     concurrent requests there is no order: a feed sends a drone's next
@@ -372,7 +373,7 @@ func (s *Server) produceRejection(r *http.Request, err error, b batch) *rejectio
 	}
 	if producer.Retriable(err) || errors.Is(err, producer.ErrClosed) || errors.Is(err, context.Canceled) {
 		return &rejection{status: http.StatusServiceUnavailable, reason: reasonUnavailable, records: n, cause: err,
-			message: "Kafka did not acknowledge the records in time; retry the request later (records may have been written: (drone_id, seq) makes a retry safe)"}
+			message: "Kafka did not acknowledge the records in time; retry the request later (records may have been written: a re-sent record is a duplicate to the alerter, so a retry is safe)"}
 	}
 	return &rejection{status: http.StatusInternalServerError, reason: reasonProduce, records: n, cause: err,
 		message: "Kafka refused the records: " + err.Error()}

@@ -27,9 +27,10 @@
 //
 //   - A producer restart gets a new producer id: a record the previous
 //     process sent, whose Produce did not return nil, and that the caller
-//     sends again, can be in the log twice. The record's own key
-//     (drone_id, seq) is the second line of defence: the alerter ignores a
-//     seq it has applied (docs/design.md, "How exactly-once is obtained", 2).
+//     sends again, can be in the log twice. The record's own place in its
+//     drone's order, (ts, seq), is the second line of defence: the alerter
+//     ignores a record not after the last it applied (docs/design.md, "How
+//     exactly-once is obtained", 2).
 //   - A record whose Produce returned an error may still be in the log when
 //     the outcome was unknown: ErrBrokerUnavailable after the delivery
 //     timeout, ErrClosed, or the caller's context ending (then it is even

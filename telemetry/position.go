@@ -25,9 +25,10 @@ const (
 // MaxDroneIDLen is the longest drone_id accepted.
 const MaxDroneIDLen = 64
 
-// Position is one fix of one drone. (DroneID, Seq) is its unique key: for one
-// drone a record whose Seq is not above the highest applied one is a
-// duplicate or stale and never causes a transition.
+// Position is one fix of one drone. (DroneID, TS, Seq) is its unique key and
+// (TS, Seq) its place in the drone's order: for one drone a record not after
+// the last applied one (alerts.DroneState.After) is a duplicate or stale and
+// never causes a transition.
 type Position struct {
 	DroneID    string    `json:"drone_id"`
 	Seq        int64     `json:"seq"`
