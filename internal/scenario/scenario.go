@@ -34,7 +34,7 @@ type Config struct {
 	WildRate    float64
 	RestartRate float64
 	Start       time.Time
-	Interval  time.Duration // between two fixes of a drone
+	Interval    time.Duration // between two fixes of a drone
 }
 
 // DefaultConfig is the reference proof's scenario: 100 drones × 500
