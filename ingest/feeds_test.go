@@ -100,6 +100,22 @@ func TestRIDRoute(t *testing.T) {
 			t.Fatalf("%d %v", code, m)
 		}
 	})
+	t.Run("heights outside every physical range are dropped and named, the position kept", func(t *testing.T) {
+		fl := strings.Replace(strings.Replace(ridFlight("wild-h", ts, 51.47), `"alt":130`, `"alt":-1e300`, 1), `"distance":55`, `"distance":1e300`, 1)
+		before := len(fp.produced())
+		code, m := postFeed(t, s, RouteRID, "application/json", `{"flights":[`+fl+`]}`)
+		ws, _ := m["warnings"].([]any)
+		if code != http.StatusAccepted || m["accepted"] != 1.0 || len(ws) != 2 ||
+			ws[0].(map[string]any)["field"] != "flights[0].current_state.position.alt" ||
+			ws[1].(map[string]any)["field"] != "flights[0].current_state.position.height.distance" {
+			t.Fatalf("%d %v", code, m)
+		}
+		recs := fp.produced()[before:]
+		p, err := telemetry.Decode(recs[0].Value)
+		if err != nil || p.AltM != nil || p.AGLM != nil || p.Dropped != "alt_m,agl_m" {
+			t.Fatalf("record %s (%v): want no height and dropped alt_m,agl_m", recs[0].Value, err)
+		}
+	})
 	t.Run("NDJSON is not a flights answer", func(t *testing.T) {
 		if code, m := postFeed(t, s, RouteRID, "application/x-ndjson", body); code != http.StatusUnsupportedMediaType {
 			t.Fatalf("%d %v", code, m)

@@ -261,6 +261,50 @@ func TestDecoder(t *testing.T) {
 	}
 }
 
+// TestDecoderDropsImpossibleValues: a GLOBAL_POSITION_INT whose altitude
+// or speed no aircraft can have keeps its position, without them, and says
+// so: the height is unknown, which alarms (telemetry's physical ranges, as
+// for every feed).
+func TestDecoderDropsImpossibleValues(t *testing.T) {
+	recv := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		m          GlobalPositionInt
+		wantAlt    bool
+		wantDrop   string
+		wantFields []string
+	}{
+		{"sane", GlobalPositionInt{TimeBootMS: 1000, Lat: 514700000, Lon: -4610000, Alt: 85250, VX: 300, VY: 400, Hdg: 27000}, true, "", nil},
+		{"2,000 km up", GlobalPositionInt{TimeBootMS: 1000, Lat: 514700000, Lon: -4610000, Alt: 2_000_000_000, VX: 300}, false, "alt_m", []string{"alt_m"}},
+		{"deep underground", GlobalPositionInt{TimeBootMS: 1000, Lat: 514700000, Lon: -4610000, Alt: -2_000_000}, false, "alt_m", []string{"alt_m"}},
+		{"faster than sound", GlobalPositionInt{TimeBootMS: 1000, Lat: 514700000, Lon: -4610000, Alt: 85250, VX: 32000, VY: 32000}, true, "speed_mps", []string{"speed_mps"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecoder("ops")
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame, err := EncodeV2(0, 7, 1, MsgGlobalPositionInt, tc.m.Payload())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, st, errs := d.Datagram(frame, recv, nil)
+			if len(errs) > 0 || len(ps) != 1 {
+				t.Fatalf("positions %v, errors %v: the position was lost", ps, errs)
+			}
+			p := ps[0]
+			var fields []string
+			for _, w := range st.Dropped {
+				fields = append(fields, w.Field)
+			}
+			if (p.AltM != nil) != tc.wantAlt || p.Dropped != tc.wantDrop || fmt.Sprint(fields) != fmt.Sprint(tc.wantFields) {
+				t.Errorf("alt %v dropped %q warnings %v; want alt %v, dropped %q, %v", p.AltM, p.Dropped, st.Dropped, tc.wantAlt, tc.wantDrop, tc.wantFields)
+			}
+		})
+	}
+}
+
 func FuzzDatagram(f *testing.F) {
 	var all []byte
 	for _, b := range golden(f) {

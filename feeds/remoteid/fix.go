@@ -110,18 +110,23 @@ func heading(v *float64) *float64 {
 	return &h
 }
 
-// speed drops F3411/ODID's 255 (unknown) and impossible values.
+// speed drops F3411/ODID's 255 (unknown). Any other value goes on to
+// telemetry's validator, which drops one outside its physical range with a
+// warning the answer lists.
 func speed(v *float64) *float64 {
-	if v == nil || !finite(*v) || *v < 0 || *v >= 255 {
+	if v == nil || !finite(*v) || *v == 255 {
 		return nil
 	}
 	s := *v
 	return &s
 }
 
-// altitude drops -1000 (F3411/ODID's unknown) and anything at or below it.
+// altitude drops -1000 (F3411/ODID's unknown). Any other value goes on to
+// telemetry's validator, which drops one outside its physical range
+// (-1,000..30,000 m; -100 above ground) with a warning: the height is then
+// unknown, which alarms.
 func altitude(v *float64) *float64 {
-	if v == nil || !finite(*v) || *v <= -1000 {
+	if v == nil || !finite(*v) || *v == -1000 {
 		return nil
 	}
 	a := *v
