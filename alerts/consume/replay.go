@@ -110,9 +110,10 @@ type ReplayResult struct {
 // event decided twice. Replay keeps the drones' states in the engine and
 // commits nowhere, because in one engine that never loses its state no
 // event id can repeat: a raised event's id is a hash of (drone, zone,
-// raising seq), and a drone's applied seqs strictly increase (a record whose
-// seq is not above its drone's is a duplicate and decides nothing), and one
-// position raises a zone once; a cleared event's id is its alarm's id with
+// raising seq, the drone's run of seqs), a drone's seqs strictly increase
+// within a run (a seq not above the last starts the next run, and a record
+// not after its drone's last by ts, then seq, is a duplicate and decides
+// nothing), and one position raises a zone once; a cleared event's id is its alarm's id with
 // ":cleared", and an alarm is cleared once, as it leaves the state then.
 // The unique keys would suppress nothing, so keeping them would only cost
 // memory in proportion to the events.
