@@ -61,6 +61,7 @@ type Index struct {
 	zones       []*Zone
 	byID        map[string]int32
 	always      []bool  // zone is active at every time
+	activity    activity
 	zparts      []int32 // parts of zone i: parts[zparts[i]:zparts[i+1]]
 
 	parts     []part
@@ -124,6 +125,7 @@ func NewIndex(set *ZoneSet) (*Index, error) {
 		}
 	}
 	ix.zparts[len(set.Zones)] = int32(len(ix.parts))
+	ix.activity = newActivity(ix.zones)
 	if ix.version == "" {
 		ix.version = contentVersion(set.Zones)
 	}
