@@ -9,10 +9,14 @@ import (
 	"github.com/nofly-dev/nofly/telemetry"
 )
 
-// Record is one Kafka record of the telemetry topic.
+// Record is one Kafka record of the telemetry topic: a position or a tick.
 type Record struct {
 	Offset int64
-	Value  []byte
+	// Time is the record's Kafka timestamp, the time ingest received it
+	// (or wrote it, for a tick): the log's clock. Zero when not known (a
+	// replay of records without it): the clock then stands still.
+	Time  time.Time
+	Value []byte
 }
 
 // BadRecord is a record that could not be decoded: it is skipped (its
@@ -31,8 +35,14 @@ type Stats struct {
 	Dropped    int // positions applied that ingest had dropped an optional field from
 	Invalid    int // records that did not decode
 	Skipped    int // records at or below the version (already applied)
+	Ticks      int // clock ticks (telemetry.Tick)
 	Raised     int
 	Cleared    int
+	// The log clock's decisions: signal_lost and signal_regained events,
+	// drones forgotten.
+	SignalLost     int
+	SignalRegained int
+	Forgotten      int
 }
 
 // Add adds o's counts to s.
@@ -44,8 +54,12 @@ func (s *Stats) Add(o Stats) {
 	s.Dropped += o.Dropped
 	s.Invalid += o.Invalid
 	s.Skipped += o.Skipped
+	s.Ticks += o.Ticks
 	s.Raised += o.Raised
 	s.Cleared += o.Cleared
+	s.SignalLost += o.SignalLost
+	s.SignalRegained += o.SignalRegained
+	s.Forgotten += o.Forgotten
 }
 
 // Outcome is what one batch decided. Nothing of it is durable until
@@ -73,6 +87,16 @@ type Engine struct {
 	ends      []int         // scratch: where each of them ends in scratch
 	trackGap  time.Duration // track sampling: a point per drone per this much ts (<= 0: no tracks)
 	tracked   int           // drones of the current batch with a track point
+
+	// The log's clock (clock.go): the partition's clock in unix
+	// milliseconds (0: none yet), the zone version the drones were last
+	// evaluated with, the decisions' settings, and scratch for a batch's
+	// forgotten drones and a scan's due ones.
+	clock  int64
+	zv     int64
+	timing Timing
+	gone   []string
+	due    []*drone
 }
 
 // drone is the engine's entry of one drone: its state and the last batch
@@ -83,12 +107,13 @@ type drone struct {
 	mark  uint64
 	track Fix    // the track point the batch sampled, when tmark is the batch
 	tmark uint64 // the last batch that sampled a track point
+	gone  bool   // forgotten (clock.go): its state is deleted, not written
 }
 
 // NewEngine returns the engine of a partition at the stored snapshot.
 func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
 	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*drone, len(snap.Drones)),
-		trackGap: DefaultTrackInterval}
+		trackGap: DefaultTrackInterval, clock: snap.Clock, zv: snap.ZoneVersion, timing: Timing{}.withDefaults()}
 	for id, b := range snap.Drones {
 		s, err := DecodeDroneState(b)
 		if err != nil {
@@ -130,7 +155,8 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	zv := zoneVersion(zs)
 	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied, ZoneVersion: zv}}
 	e.batch++
-	changed := e.changed[:0]
+	e.changed = e.changed[:0]
+	e.gone = e.gone[:0]
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset <= out.Batch.Applied {
@@ -139,8 +165,32 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		}
 		out.Batch.Applied = r.Offset
 		out.Stats.Records++
-		p, err := telemetry.Decode(r.Value)
-		if err != nil {
+		var p telemetry.Position
+		at, tick := r.Time, false
+		if telemetry.HasTickPrefix(r.Value) {
+			var t time.Time
+			if t, tick = telemetry.ParseTick(r.Value); tick && at.IsZero() {
+				at = t
+			}
+		}
+		var err error
+		if !tick {
+			if p, err = telemetry.Decode(r.Value); err != nil {
+				if t, ok := telemetry.ParseTick(r.Value); ok {
+					tick, err = true, nil
+					if at.IsZero() {
+						at = t
+					}
+				}
+			}
+		}
+		// Every record moves the clock, a bad one too: it was received.
+		out.Events = e.advance(zs, zv, r.Offset, at, out.Events, &out.Stats)
+		switch {
+		case tick:
+			out.Stats.Ticks++
+			continue
+		case err != nil:
 			out.Stats.Invalid++
 			out.Bad = append(out.Bad, BadRecord{Offset: r.Offset, Err: err})
 			continue
@@ -149,10 +199,6 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		out.Events, d = e.step(zs, zv, r.Offset, &p, out.Events, &out.Stats)
 		if d == nil {
 			continue
-		}
-		if d.mark != e.batch {
-			d.mark = e.batch
-			changed = append(changed, d)
 		}
 		if e.trackGap > 0 && d.SampleTrack(e.trackGap) {
 			// One point per drone per batch: the batch's latest sample.
@@ -164,14 +210,28 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		}
 	}
 	defer func() {
-		clear(changed) // the scratch must not keep forgotten drones alive
-		e.changed = changed[:0]
+		clear(e.changed) // the scratch must not keep forgotten drones alive
+		e.changed = e.changed[:0]
 		e.tracked = 0
 	}()
 	if out.Stats.Records == 0 {
 		return nil
 	}
 	e.applied = out.Batch.Applied
+	out.Batch.Clock = e.clock
+	changed := e.changed[:0]
+	for _, d := range e.changed {
+		if !d.gone {
+			changed = append(changed, d)
+		} else if d.tmark == e.batch {
+			e.tracked--
+		}
+	}
+	for _, id := range e.gone {
+		if _, back := e.drones[id]; !back { // one that came back in the batch is written anew
+			out.Batch.Forgotten = append(out.Batch.Forgotten, id)
+		}
+	}
 
 	// The states and the events' JSON are encoded into the engine's
 	// scratch buffer, then copied into one allocation of the exact size
@@ -228,21 +288,22 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 // step applies one decoded position at offset off: it appends the
 // position's events, stamped with the partition, the offset and the zone
 // version zv, and returns the drone it changed, or nil for a duplicate or
-// stale position (counted in st).
+// stale position (counted in st). A position from a drone whose alarms had
+// lost its signal first regains it (signal_regained), then is decided.
 func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []Event, st *Stats) ([]Event, *drone) {
 	d := e.drones[p.DroneID]
 	isNew := d == nil
 	if isNew {
 		d = &drone{DroneState: NewDroneState(), id: p.DroneID}
 	}
-	first := len(events)
-	resets := d.Resets
-	var ok bool
-	events, e.hits, ok = Step(&d.DroneState, p, zs, e.hits, events)
-	if !ok {
+	if !d.After(p) {
 		st.Duplicates++
 		return events, nil
 	}
+	first := len(events)
+	events = e.regain(d, p, events)
+	resets := d.Resets
+	events, e.hits, _ = Step(&d.DroneState, p, zs, e.hits, events)
 	st.Applied++
 	if d.Resets != resets {
 		st.SeqResets++
@@ -250,25 +311,56 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 	if p.Dropped != "" {
 		st.Dropped++
 	}
+	if e.clock > 0 {
+		d.Seen = e.clock
+	}
 	if isNew {
 		e.drones[d.id] = d
 	}
+	e.touch(d)
+	e.stamp(events[first:], zv, off, st)
 	for j := first; j < len(events); j++ {
-		events[j].Partition = e.partition
-		events[j].Offset = off
-		events[j].ZoneVersion = zv
 		if events[j].Type == Raised {
-			st.Raised++
-		} else {
-			st.Cleared++
+			d.LastRaise = max(d.LastRaise, e.clock)
 		}
 	}
 	return events, d
 }
 
-// Positioned is a decoded record of the partition.
+// stamp gives a record's events the partition, the record's offset and
+// the zone version, and counts them.
+func (e *Engine) stamp(evs []Event, zv, off int64, st *Stats) {
+	for j := range evs {
+		evs[j].Partition = e.partition
+		evs[j].Offset = off
+		evs[j].ZoneVersion = zv
+		switch evs[j].Type {
+		case Raised:
+			st.Raised++
+		case Cleared:
+			st.Cleared++
+		case SignalLost:
+			st.SignalLost++
+		case SignalRegained:
+			st.SignalRegained++
+		}
+	}
+}
+
+// touch marks d as changed by the current batch: its state is written.
+func (e *Engine) touch(d *drone) {
+	if d.mark != e.batch {
+		d.mark = e.batch
+		e.changed = append(e.changed, d)
+	}
+}
+
+// Positioned is a decoded record of the partition: a position, or a tick
+// (Tick set, Pos empty). Time is as Record's.
 type Positioned struct {
 	Offset int64
+	Time   time.Time
+	Tick   bool
 	Pos    telemetry.Position
 }
 
@@ -280,6 +372,9 @@ type Positioned struct {
 func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stats) {
 	zv := zoneVersion(zs)
 	var st Stats
+	e.batch++
+	e.changed = e.changed[:0]
+	e.gone = e.gone[:0]
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset <= e.applied {
@@ -288,9 +383,24 @@ func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stat
 		}
 		e.applied = r.Offset
 		st.Records++
+		dst = e.advance(zs, zv, r.Offset, r.Time, dst, &st)
+		if r.Tick {
+			st.Ticks++
+			continue
+		}
 		dst, _ = e.step(zs, zv, r.Offset, &r.Pos, dst, &st)
 	}
+	clear(e.changed)
+	e.changed = e.changed[:0]
 	return dst, st
+}
+
+// Clock returns the partition's log clock (zero: none yet).
+func (e *Engine) Clock() time.Time {
+	if e.clock == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(e.clock).UTC()
 }
 
 // zoneVersion is the zone store's version of zs (geofence.Index's

@@ -31,6 +31,22 @@ const (
 	Raised  = "raised"
 	Cleared = "cleared"
 	Acked   = "acked" // an operator acknowledged the alarm (the HTTP API's ack)
+	// SignalLost: nothing was received from the drone of an active alarm
+	// for the signal-lost time of the log's clock. The alarm stays active.
+	SignalLost = "signal_lost"
+	// SignalRegained: the first position from a drone whose alarm had
+	// lost its signal; the position is then decided as usual.
+	SignalRegained = "signal_regained"
+)
+
+// Reasons of a raised event decided by the log's clock rather than by a
+// position (absent on a position's raise).
+const (
+	// ReasonZoneActivated: the zone's active window opened while the
+	// drone's last known position was inside it.
+	ReasonZoneActivated = "zone_activated"
+	// ReasonZoneChanged (also a clear's reason): the zone set changed — a
+	// zone added or changed — and the drone's last known position is inside.
 )
 
 // Reasons of a cleared event.
@@ -59,7 +75,13 @@ type Event struct {
 	AltRef        string    `json:"alt_ref,omitempty"`
 	HeightAssumed bool      `json:"height_assumed"`
 	Reason        string    `json:"reason,omitempty"`
-	Partition     int       `json:"partition"`
+	// LastSeen and AgeS are a time-driven event's (signal_lost,
+	// signal_regained, a raise or clear at a tick): when the drone was last
+	// heard, on the log's clock, and how long before the decision that
+	// was, in seconds (for signal_regained: how long it was silent).
+	LastSeen  *time.Time `json:"last_seen,omitempty"`
+	AgeS      *float64   `json:"age_s,omitempty"`
+	Partition int        `json:"partition"`
 	Offset        int64     `json:"offset"`
 	// ZoneVersion is the version of the zone set the event was decided
 	// with (0 when the zone set is not versioned).
@@ -117,3 +139,29 @@ func raisedIDs(drone, zone string, seq, resets int64) (alarm, event string) {
 
 // EventID is the id of an alarm's event of type typ: alarm_id:type.
 func EventID(alarmID, typ string) string { return alarmID + ":" + typ }
+
+// SignalEventID is the id of the n-th signal_lost or signal_regained event
+// of an alarm (n from 1): alarm_id:type:n. An alarm may lose and regain its
+// drone's signal many times; each time is its own event.
+func SignalEventID(alarmID, typ string, n int64) string {
+	return alarmID + ":" + typ + ":" + strconv.FormatInt(n, 10)
+}
+
+// AlarmIDTick is the id of an alarm raised by the log's clock rather than
+// by a position (a zone's window opened, or the zone set changed, around
+// the drone's last known position): the first 16 bytes of SHA-256 of
+// "drone\x00zone\x00@clock", clock the log time of the decision in unix
+// milliseconds. The raising position may have raised the zone before (a
+// window that closed and opened again over a silent drone), so its seq
+// cannot name the alarm; the decision's time can, as a drone raises a zone
+// at most once at one instant.
+func AlarmIDTick(drone, zone string, clockMS int64) string {
+	var in [160]byte
+	b := append(in[:0], drone...)
+	b = append(b, 0)
+	b = append(b, zone...)
+	b = append(b, 0, '@')
+	b = strconv.AppendInt(b, clockMS, 10)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}

@@ -47,6 +47,14 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"reason":`...)
 		dst = appendString(dst, e.Reason)
 	}
+	if e.LastSeen != nil {
+		dst = append(dst, `,"last_seen":`...)
+		dst = appendTime(dst, *e.LastSeen)
+	}
+	if e.AgeS != nil {
+		dst = append(dst, `,"age_s":`...)
+		dst = appendFloat(dst, *e.AgeS)
+	}
 	dst = append(dst, `,"partition":`...)
 	dst = strconv.AppendInt(dst, int64(e.Partition), 10)
 	dst = append(dst, `,"offset":`...)

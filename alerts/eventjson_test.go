@@ -40,6 +40,14 @@ func TestEventAppendJSONEqualsMarshal(t *testing.T) {
 		"whole second time": func(e *alerts.Event) { e.TS = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
 		"zone version":      func(e *alerts.Event) { e.ZoneVersion = 42 },
 		"acked":             func(e *alerts.Event) { e.Type, e.By, e.Note = "acked", "ops-desk", "seen <on> \"camera\" 3" },
+		"signal lost": func(e *alerts.Event) {
+			seen, age := time.Date(2026, 12, 2, 10, 0, 3, 999_000_000, time.UTC), 30.5
+			e.Type, e.LastSeen, e.AgeS = "signal_lost", &seen, &age
+		},
+		"raised by the clock": func(e *alerts.Event) {
+			seen, age := time.Date(2026, 12, 2, 10, 0, 3, 0, time.UTC), 0.0
+			e.Reason, e.LastSeen, e.AgeS = "zone_activated", &seen, &age
+		},
 	}
 	for name, mod := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -56,6 +64,9 @@ func FuzzEventAppendJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, drone, name string, lat, lon, alt float64, seq, unix int64, assumed bool) {
 		e := alerts.Event{EventID: drone + ":raised", AlarmID: drone, Type: "raised", DroneID: drone, ZoneID: name, ZoneName: name,
 			Seq: seq, TS: time.Unix(unix%(1<<36), 0).UTC(), Lat: lat, Lon: lon, AltM: &alt, HeightAssumed: assumed}
+		checkEventJSON(t, e)
+		seen := time.UnixMilli(seq % (1 << 45)).UTC()
+		e.Type, e.LastSeen, e.AgeS = "signal_lost", &seen, &lat
 		checkEventJSON(t, e)
 	})
 }

@@ -47,6 +47,16 @@ type DroneState struct {
 	// raised in run r > 0 name r, so a seq used again never reuses an id
 	// (AlarmIDAt).
 	Resets int64 `json:"rs,omitempty"`
+	// Seen is when the drone's last applied record was received, on the
+	// log's clock (its Kafka timestamp), in unix milliseconds (0: not
+	// known, a state written before the clock). Silence is measured from
+	// it: signal lost, the drone forgotten.
+	Seen int64 `json:"ls,omitempty"`
+	// LastRaise is the log time of the drone's last raise, in unix
+	// milliseconds (0: none known): a drone is forgotten only when it is
+	// older than the unique keys' life, so a returning drone cannot raise
+	// under an id whose key still holds.
+	LastRaise int64 `json:"lr,omitempty"`
 }
 
 // Fix is one position of a drone as the alerter keeps it: the last known
@@ -58,6 +68,9 @@ type Fix struct {
 	Lon    float64   `json:"lon"`
 	AltM   *float64  `json:"alt,omitempty"` // alt_m of the record, when it had one
 	AltRef string    `json:"ref,omitempty"` // its alt_ref (amsl when the record gave none)
+	// AGL is the record's agl_m, when it had one: the log's clock judges
+	// zones around the last known position, AGL limits included.
+	AGL *float64 `json:"agl,omitempty"`
 	// Drop is the record's dropped: the optional fields ingest dropped
 	// from it as out of range or outside every convention.
 	Drop string `json:"drop,omitempty"`
@@ -70,7 +83,7 @@ func (f Fix) IsZero() bool { return f == Fix{} }
 
 // FixOf returns the kept form of a telemetry position.
 func FixOf(p *telemetry.Position) Fix {
-	f := Fix{TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon, Drop: p.Dropped}
+	f := Fix{TS: p.TS.UTC(), Lat: p.Lat, Lon: p.Lon, Drop: p.Dropped, AGL: p.AGLM}
 	if p.AltM != nil {
 		f.AltM = p.AltM
 		f.AltRef = p.Ref()
@@ -94,6 +107,10 @@ func (f *Fix) AppendJSON(dst []byte) []byte {
 	if f.AltRef != "" {
 		dst = append(dst, `,"ref":`...)
 		dst = appendString(dst, f.AltRef)
+	}
+	if f.AGL != nil {
+		dst = append(dst, `,"agl":`...)
+		dst = appendFloat(dst, *f.AGL)
 	}
 	if f.Drop != "" {
 		dst = append(dst, `,"drop":`...)
@@ -137,6 +154,12 @@ type ActiveAlarm struct {
 	RaisedSeq int64  `json:"rseq"` // the seq that raised it
 	Name      string `json:"name,omitempty"`
 	Category  string `json:"cat,omitempty"`
+	// Lost is, while the drone's signal is lost, the log time (unix ms)
+	// it was last heard; 0 while it is heard. Losses counts the losses so
+	// far: the n-th loss's events are alarm_id:signal_lost:n and
+	// alarm_id:signal_regained:n.
+	Lost   int64 `json:"lost,omitempty"`
+	Losses int64 `json:"nl,omitempty"`
 }
 
 // NewDroneState returns the state of a drone never seen.
@@ -184,6 +207,14 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 				dst = append(dst, `,"cat":`...)
 				dst = appendString(dst, a.Category)
 			}
+			if a.Lost != 0 {
+				dst = append(dst, `,"lost":`...)
+				dst = strconv.AppendInt(dst, a.Lost, 10)
+			}
+			if a.Losses != 0 {
+				dst = append(dst, `,"nl":`...)
+				dst = strconv.AppendInt(dst, a.Losses, 10)
+			}
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -200,7 +231,31 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 		dst = append(dst, `,"rs":`...)
 		dst = strconv.AppendInt(dst, s.Resets, 10)
 	}
+	if s.Seen != 0 {
+		dst = append(dst, `,"ls":`...)
+		dst = strconv.AppendInt(dst, s.Seen, 10)
+	}
+	if s.LastRaise != 0 {
+		dst = append(dst, `,"lr":`...)
+		dst = strconv.AppendInt(dst, s.LastRaise, 10)
+	}
 	return append(dst, '}')
+}
+
+// Point is the geofence's point of the kept position at time at: its
+// heights are the record's (alt_m in its reference, agl_m), as PointOf
+// gives them.
+func (f *Fix) Point(at time.Time) geofence.Point {
+	pt := geofence.Point{Lat: f.Lat, Lon: f.Lon, Time: at}
+	if f.AltM != nil {
+		if r, ok := geofence.ParseRef(f.AltRef); ok {
+			pt.Heights = pt.Heights.Set(r, *f.AltM)
+		}
+	}
+	if f.AGL != nil && (f.AltM == nil || f.AltRef != telemetry.RefAGL) {
+		pt.Heights = pt.Heights.Set(geofence.AGL, *f.AGL)
+	}
+	return pt
 }
 
 // PointOf converts a telemetry position to the geofence's point, with its

@@ -47,6 +47,7 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"offset zone, big":  {Seq: 3, Pos: alerts.Fix{TS: fix.TS.In(time.FixedZone("x", 3600)), Lat: 89.999999999, Lon: -179.5, AltM: &big, AltRef: "a<gl"}},
 		"resets, dropped":   {Seq: 0, Pos: alerts.Fix{TS: fix.TS, Lat: 1, Lon: 2, Drop: "alt_m,agl_m"}, Resets: 3},
 		"dropped, escapes":  {Seq: 2, Pos: alerts.Fix{TS: fix.TS, Drop: "<\"\xff"}, Resets: -1},
+		"clock":             {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Lost: 1764669600123, Losses: 2}}, Seen: 1764669630123, LastRaise: -4},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -59,7 +60,7 @@ func FuzzDroneStateEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seq int64, zone, alarm, fp string, rseq int64, name, cat string, tsNano int64, lat, lon, alt float64, hasAlt bool, ref string, tk int64) {
 		// Resets and Drop from the inputs at hand: the corpus keeps its
 		// shape.
-		resets, drop := tk%5, fp
+		resets, drop, seen, lost := tk%5, fp, tk/3, rseq/7
 		// json.Marshal refuses NaN and infinities, and validated telemetry
 		// never holds them: such an input is checked with 0 in their place.
 		finite := func(x float64) float64 {
@@ -69,7 +70,7 @@ func FuzzDroneStateEncode(f *testing.F) {
 			return x
 		}
 		lat, lon, alt = finite(lat), finite(lon), finite(alt)
-		s := alerts.DroneState{Seq: seq, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat}},
+		s := alerts.DroneState{Seq: seq, Seen: seen, LastRaise: -seen, Alarms: []alerts.ActiveAlarm{{Zone: zone, Alarm: alarm, FP: fp, RaisedSeq: rseq, Name: name, Category: cat, Lost: lost, Losses: lost % 3}},
 			Pos: alerts.Fix{Lat: lat, Lon: lon, AltRef: ref, Drop: drop}, TrackMS: tk, Resets: resets}
 		if tsNano != 0 {
 			s.Pos.TS = time.Unix(0, tsNano).UTC()

@@ -25,6 +25,7 @@ type memPart struct {
 	tracks  map[string]*memTrack
 	zonever int64
 	zsw     []ZoneSwitch
+	clock   int64
 }
 
 type memTrack struct {
@@ -44,7 +45,7 @@ func NewMemory(ttl time.Duration) *Memory {
 func (m *Memory) part(p int) *memPart {
 	mp := m.parts[p]
 	if mp == nil {
-		mp = &memPart{applied: NoVersion, drones: map[string][]byte{}, keys: map[string]time.Time{}, tracks: map[string]*memTrack{}}
+		mp = &memPart{applied: NoVersion, drones: map[string][]byte{}, keys: map[string]time.Time{}, tracks: map[string]*memTrack{}, zonever: -1}
 		m.parts[p] = mp
 	}
 	return mp
@@ -58,7 +59,7 @@ func (m *Memory) Load(ctx context.Context, partition int) (Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mp := m.part(partition)
-	s := Snapshot{Applied: mp.applied, Drones: make(map[string][]byte, len(mp.drones))}
+	s := Snapshot{Applied: mp.applied, Drones: make(map[string][]byte, len(mp.drones)), Clock: mp.clock, ZoneVersion: mp.zonever}
 	for k, v := range mp.drones {
 		s.Drones[k] = append([]byte(nil), v...)
 	}
@@ -94,6 +95,13 @@ func (m *Memory) Commit(ctx context.Context, partition int, expected int64, b Ba
 			tr.points = append([][]byte(nil), tr.points[n-DefaultTrackLen:]...)
 		}
 		tr.expires = now.Add(DefaultTrackTTL)
+	}
+	for _, id := range b.Forgotten {
+		delete(mp.drones, id)
+		delete(mp.tracks, id)
+	}
+	if b.Clock != 0 {
+		mp.clock = b.Clock
 	}
 	if b.ZoneVersion != 0 && b.ZoneVersion != mp.zonever {
 		mp.zsw = append(mp.zsw, ZoneSwitch{Version: b.ZoneVersion, After: expected})

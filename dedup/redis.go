@@ -103,12 +103,14 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 	if r.wait.On() {
 		return r.loadReplicated(ctx, partition)
 	}
-	var applied *redis.StringCmd
+	var applied, clock, zonever *redis.StringCmd
 	var drones *redis.MapStringStringCmd
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		k := r.Keys(partition)
 		applied = p.Get(ctx, k.Applied())
 		drones = p.HGetAll(ctx, k.Drones())
+		clock = p.Get(ctx, k.Clock())
+		zonever = p.Get(ctx, k.ZoneVersion())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -133,7 +135,31 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 	for k, v := range m {
 		s.Drones[k] = []byte(v)
 	}
+	if s.Clock, s.ZoneVersion, err = clockAndZoneVersion(clock, zonever); err != nil {
+		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
+	}
 	return s, nil
+}
+
+// clockAndZoneVersion reads a partition's stored clock (0 when none) and
+// zone version (-1 when none).
+func clockAndZoneVersion(clock, zonever *redis.StringCmd) (int64, int64, error) {
+	c, zv := int64(0), int64(-1)
+	if v, err := clock.Result(); err == nil {
+		if c, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("bad clock %q: %w", v, err)
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	if v, err := zonever.Result(); err == nil {
+		if zv, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("bad zone version %q: %w", v, err)
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	return c, zv, nil
 }
 
 // commitScript is the whole batch in one atomic step; see
@@ -141,16 +167,19 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 // {0, current_version} when fenced (having written nothing).
 //
 // KEYS = applied, drones, outbox, event mark, legacy flag, alarms, active
-// alarms, cleared alarms, alarm GC, zone version, zone switches. ARGV =
-// expected version, new applied offset, ttl milliseconds, n drones, the
-// prefix of the event buckets (Keys.EventBucketPrefix), the prefix of the
-// earlier layout's event keys (Keys.EventPrefix), alarm retention
+// alarms, cleared alarms, alarm GC, zone version, zone switches, clock.
+// ARGV = expected version, new applied offset, ttl milliseconds, n drones,
+// the prefix of the event buckets (Keys.EventBucketPrefix), the prefix of
+// the earlier layout's event keys (Keys.EventPrefix), alarm retention
 // milliseconds, n tracks, track length, track TTL milliseconds, the prefix
-// of the track keys (Keys.TrackPrefix), the batch's zone version, then
-// (drone id, state) × n, then (drone id, track point) × t, then (event id,
-// event JSON, index) × m, where index is the raise time in unix
-// milliseconds for a raised event, "c" for a cleared one and "" for an
-// event the alarm index ignores. The bucket, legacy and track keys are built
+// of the track keys (Keys.TrackPrefix), the batch's zone version, the
+// batch's log clock (unix ms, "0": none), n forgotten drones, then (drone
+// id, state) × n, then (drone id, track point) × t, then forgotten drone id
+// × f (state and track deleted, after the states are written), then
+// (event id, event JSON, index) × m, where index is the raise time in unix
+// milliseconds for a raised event, "c" for a cleared one, "l" for a
+// signal_lost (the alarm's :lost entry set), "g" for a signal_regained
+// (removed, as a clear does) and "" for an event the alarm index ignores. The bucket, legacy and track keys are built
 // here from the prefixes; they share the partition's hash tag, so they are
 // in the slot of the declared keys. The drone states go to HSET straight
 // from ARGV, in chunks (Lua's unpack is bounded by its C stack).
@@ -179,11 +208,15 @@ if cur ~= ARGV[1] then
 end
 local function chunked(cmd, key, t)
   for a = 1, #t, 1000 do
-    redis.call(cmd, key, unpack(t, a, math.min(#t, a + 999)))
+    if key then
+      redis.call(cmd, key, unpack(t, a, math.min(#t, a + 999)))
+    else
+      redis.call(cmd, unpack(t, a, math.min(#t, a + 999)))
+    end
   end
 end
-local nd, nt = tonumber(ARGV[4]), tonumber(ARGV[8])
-local first, last = 13, 12 + 2 * nd
+local nd, nt, nf = tonumber(ARGV[4]), tonumber(ARGV[8]), tonumber(ARGV[14])
+local first, last = 15, 14 + 2 * nd
 while first <= last do
   local upto = math.min(last, first + 999)
   redis.call('HSET', KEYS[2], unpack(ARGV, first, upto))
@@ -198,6 +231,16 @@ for i = last + 1, last + 2 * nt, 2 do
   redis.call('PEXPIRE', k, tttl)
 end
 last = last + 2 * nt
+if nf > 0 then
+  local tk = {}
+  for i = last + 1, last + nf do tk[#tk + 1] = tpfx .. ARGV[i] end
+  for a = last + 1, last + nf, 1000 do
+    redis.call('HDEL', KEYS[2], unpack(ARGV, a, math.min(last + nf, a + 999)))
+  end
+  chunked('DEL', nil, tk)
+  last = last + nf
+end
+if ARGV[13] ~= '0' then redis.call('SET', KEYS[12], ARGV[13]) end
 local zv = ARGV[12]
 if zv ~= '0' and redis.call('GET', KEYS[10]) ~= zv then
   redis.call('RPUSH', KEYS[11], zv .. ' ' .. ARGV[1])
@@ -252,7 +295,7 @@ if m > 0 then
   if legacy then lookup('MGET', nil, lpfx) end
 end
 local fresh, appended = {}, 0
-local rh, ra, cl, ch = {}, {}, {}, {}
+local rh, ra, cl, ch, lh, lg = {}, {}, {}, {}, {}, {}
 for j = 1, m do
   local id = ids[j]
   if not claimed[id] then
@@ -267,6 +310,12 @@ for j = 1, m do
       cl[#cl + 1] = string.sub(id, 1, -9)
       ch[#ch + 1] = id
       ch[#ch + 1] = ev
+      lg[#lg + 1] = string.sub(id, 1, 32) .. ':lost'
+    elseif ix == 'l' then
+      lh[#lh + 1] = string.sub(id, 1, 32) .. ':lost'
+      lh[#lh + 1] = ev
+    elseif ix == 'g' then
+      lg[#lg + 1] = string.sub(id, 1, 32) .. ':lost'
     elseif ix ~= '' then
       rh[#rh + 1] = id
       rh[#rh + 1] = ev
@@ -288,6 +337,8 @@ if appended > 0 then
 end
 chunked('HSET', KEYS[6], rh)
 chunked('ZADD', KEYS[7], ra)
+chunked('HSET', KEYS[6], lh)
+chunked('HDEL', KEYS[6], lg)
 if #cl > 0 then
   local nows, zc, zg, hc, gone = string.format('%d', now), {}, {}, {}, {}
   for a = 1, #cl, 1000 do
@@ -318,6 +369,7 @@ if #due > 0 then
     f[#f + 1] = a .. ':raised'
     f[#f + 1] = a .. ':cleared'
     f[#f + 1] = a .. ':acked'
+    f[#f + 1] = a .. ':lost'
   end
   chunked('HDEL', KEYS[6], f)
   chunked('ZREM', KEYS[8], due)
@@ -337,17 +389,20 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	}
 	k := r.Keys(partition)
 	keys := []string{k.Applied(), k.Drones(), k.Outbox(), k.EventMark(), k.Legacy(),
-		k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC(), k.ZoneVersion(), k.ZoneSwitches()}
-	args := make([]any, 0, 12+2*len(b.Drones)+2*len(b.Tracks)+3*len(b.Events))
+		k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC(), k.ZoneVersion(), k.ZoneSwitches(), k.Clock()}
+	args := make([]any, 0, 14+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
 		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix(),
 		r.retentionArg, len(b.Tracks), r.trackLenArg, r.trackTTLArg, k.TrackPrefix(),
-		strconv.FormatInt(b.ZoneVersion, 10))
+		strconv.FormatInt(b.ZoneVersion, 10), strconv.FormatInt(b.Clock, 10), len(b.Forgotten))
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
 	for id, pt := range b.Tracks {
 		args = append(args, id, pt)
+	}
+	for _, id := range b.Forgotten {
+		args = append(args, id)
 	}
 	for _, e := range b.Events {
 		args = append(args, e.ID, e.JSON, indexArg(e))
@@ -384,7 +439,7 @@ var loadScript = redis.NewScript(`
 local a = redis.call('GET', KEYS[1])
 local d = redis.call('HGETALL', KEYS[2])
 redis.call('SET', KEYS[3], a or '-1')
-return {a, d}
+return {a, d, redis.call('GET', KEYS[4]), redis.call('GET', KEYS[5])}
 `)
 
 // loadReplicated is Load when writes wait for replicas: a state the
@@ -393,7 +448,7 @@ return {a, d}
 // the load fails until the replicas have it.
 func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, error) {
 	k := r.Keys(partition)
-	cmd, werr := r.wait.Run(ctx, r.c, loadScript, []string{k.Applied(), k.Drones(), k.ReplCheck()})
+	cmd, werr := r.wait.Run(ctx, r.c, loadScript, []string{k.Applied(), k.Drones(), k.ReplCheck(), k.Clock(), k.ZoneVersion()})
 	res, err := cmd.Slice()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
@@ -401,7 +456,7 @@ func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, er
 	if werr != nil {
 		return Snapshot{}, fmt.Errorf("dedup: load partition %d: the state is not confirmed on the replicas: %w", partition, werr)
 	}
-	if len(res) != 2 {
+	if len(res) < 2 {
 		return Snapshot{}, fmt.Errorf("dedup: load partition %d: unexpected reply %v", partition, res)
 	}
 	s := Snapshot{Applied: NoVersion}
@@ -417,6 +472,19 @@ func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, er
 		st, _ := flat[i+1].(string)
 		s.Drones[id] = []byte(st)
 	}
+	s.ZoneVersion = -1
+	if len(res) >= 4 {
+		if v, ok := res[2].(string); ok {
+			if s.Clock, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Snapshot{}, fmt.Errorf("dedup: partition %d: bad clock %q: %w", partition, v, err)
+			}
+		}
+		if v, ok := res[3].(string); ok {
+			if s.ZoneVersion, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Snapshot{}, fmt.Errorf("dedup: partition %d: bad zone version %q: %w", partition, v, err)
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -425,6 +493,10 @@ func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, er
 // other (or a raised event without a readable ts, which the index skips).
 func indexArg(e Event) string {
 	switch {
+	case len(e.ID) > 32 && strings.HasPrefix(e.ID[32:], InfixLost):
+		return "l"
+	case len(e.ID) > 32 && strings.HasPrefix(e.ID[32:], InfixRegained):
+		return "g"
 	case strings.HasSuffix(e.ID, SuffixCleared):
 		return "c"
 	case strings.HasSuffix(e.ID, SuffixRaised):

@@ -52,6 +52,13 @@ const (
 	SuffixRaised  = ":raised"
 	SuffixCleared = ":cleared"
 	SuffixAcked   = ":acked"
+	// SuffixLost is the alarm index's entry of an alarm whose drone's
+	// signal is lost (alarm id + SuffixLost: the signal_lost event), set by
+	// a signal_lost and removed by a signal_regained or a clear. Those two
+	// events' ids are alarm id + InfixLost or InfixRegained + a count.
+	SuffixLost    = ":lost"
+	InfixLost     = ":signal_lost:"
+	InfixRegained = ":signal_regained:"
 )
 
 // ZoneSwitch is one of a partition's zone switches: the records after
@@ -85,6 +92,12 @@ type Snapshot struct {
 	Applied int64
 	// Drones maps drone id to its stored state.
 	Drones map[string][]byte
+	// Clock is the partition's log clock at Applied, in unix milliseconds
+	// (0: none stored).
+	Clock int64
+	// ZoneVersion is the zone version the partition's last batch was
+	// evaluated with; -1 when none was recorded (alerts.NoZoneVersion).
+	ZoneVersion int64
 }
 
 // Event is one alarm event to append to the outbox.
@@ -111,6 +124,13 @@ type Batch struct {
 	// one, the commit records that records after the expected version
 	// were evaluated with it (the partition's zone switches).
 	ZoneVersion int64
+	// Clock is the partition's log clock after the batch, in unix
+	// milliseconds (0: none): stored with the version, so an engine
+	// rebuilt from the snapshot resumes it.
+	Clock int64
+	// Forgotten are the drones the batch forgot: their states and tracks
+	// are deleted (after the states are written: a drone is never in both).
+	Forgotten []string
 }
 
 // Result tells what a commit did.

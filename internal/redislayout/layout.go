@@ -95,6 +95,10 @@ func (k Keys) TrackPrefix() string { return k.tag + ":track:" }
 // partition's last versioned batch.
 func (k Keys) ZoneVersion() string { return k.tag + ":zonever" }
 
+// Clock is the partition's log clock after its last batch, unix
+// milliseconds (docs/redis-layout.md).
+func (k Keys) Clock() string { return k.tag + ":clock" }
+
 // ZoneSwitches is the list of "<version> <after_offset>": the records with
 // an offset above after_offset were evaluated with zone set version.
 func (k Keys) ZoneSwitches() string { return k.tag + ":zoneswitch" }
