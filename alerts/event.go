@@ -82,7 +82,7 @@ type Event struct {
 	LastSeen  *time.Time `json:"last_seen,omitempty"`
 	AgeS      *float64   `json:"age_s,omitempty"`
 	Partition int        `json:"partition"`
-	Offset        int64     `json:"offset"`
+	Offset    int64      `json:"offset"`
 	// ZoneVersion is the version of the zone set the event was decided
 	// with (0 when the zone set is not versioned).
 	ZoneVersion int64 `json:"zone_version"`

@@ -60,7 +60,7 @@ type Index struct {
 	zoneVersion int64 // the zone store's version, 0 without the store
 	zones       []*Zone
 	byID        map[string]int32
-	always      []bool  // zone is active at every time
+	always      []bool // zone is active at every time
 	activity    activity
 	zparts      []int32 // parts of zone i: parts[zparts[i]:zparts[i+1]]
 
