@@ -101,8 +101,10 @@ type activityChanges interface {
 
 // advance moves the clock to at (never back) for the record at offset off,
 // then makes the decisions due at the new time: the zone set's change if
-// zv is new, and once per new second of log time a scan of the drones.
-func (e *Engine) advance(zs Zones, zv, off int64, at time.Time, events []Event, st *Stats) []Event {
+// zv is new, and once per new second of log time a scan of the drones. self
+// is the drone whose position the record is ("" for a tick): its own
+// position decides it next, so the scan leaves its zones alone.
+func (e *Engine) advance(zs Zones, zv, off int64, at time.Time, self string, events []Event, st *Stats) []Event {
 	prev := e.clock
 	if !at.IsZero() {
 		if t := at.UnixMilli(); t > e.clock {
@@ -116,7 +118,7 @@ func (e *Engine) advance(zs Zones, zv, off int64, at time.Time, events []Event, 
 		e.zv = zv
 	}
 	if prev > 0 && e.clock/1000 > prev/1000 {
-		events = e.scan(zs, zv, off, prev, events, st)
+		events = e.scan(zs, zv, off, prev, self, events, st)
 	}
 	return events
 }
@@ -130,7 +132,7 @@ func sortedDrones(ds []*drone) []*drone {
 
 // scan makes the decisions due between the clock's last second (prev) and
 // now, for each drone, in drone id order.
-func (e *Engine) scan(zs Zones, zv, off, prev int64, events []Event, st *Stats) []Event {
+func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event, st *Stats) []Event {
 	t := e.timing
 	ac, _ := zs.(activityChanges)
 	due := e.due[:0]
@@ -146,7 +148,7 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, events []Event, st *Stats) 
 		switch {
 		case len(d.Alarms) > 0 && t.SignalLostAfter > 0 && silent >= t.SignalLostAfter && d.anyHeard():
 		case len(d.Alarms) == 0 && e.forgettable(d, silent):
-		case !d.Pos.IsZero() && (ac == nil || ac.ActivityMayChange(d.timeAt(max(prev, d.Seen)), d.timeAt(e.clock))):
+		case d.id != self && !d.Pos.IsZero() && (ac == nil || ac.ActivityMayChange(d.timeAt(max(prev, d.Seen)), d.timeAt(e.clock))):
 		default:
 			continue
 		}
@@ -154,7 +156,7 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, events []Event, st *Stats) 
 	}
 	for _, d := range sortedDrones(due) {
 		first := len(events)
-		if !d.Pos.IsZero() {
+		if d.id != self && !d.Pos.IsZero() {
 			events = e.judge(d, zs, ReasonZoneActivated, events)
 		}
 		silent := time.Duration(e.clock-d.Seen) * time.Millisecond

@@ -185,7 +185,7 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			}
 		}
 		// Every record moves the clock, a bad one too: it was received.
-		out.Events = e.advance(zs, zv, r.Offset, at, out.Events, &out.Stats)
+		out.Events = e.advance(zs, zv, r.Offset, at, p.DroneID, out.Events, &out.Stats)
 		switch {
 		case tick:
 			out.Stats.Ticks++
@@ -383,7 +383,7 @@ func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stat
 		}
 		e.applied = r.Offset
 		st.Records++
-		dst = e.advance(zs, zv, r.Offset, r.Time, dst, &st)
+		dst = e.advance(zs, zv, r.Offset, r.Time, r.Pos.DroneID, dst, &st)
 		if r.Tick {
 			st.Ticks++
 			continue
