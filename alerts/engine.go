@@ -70,6 +70,7 @@ type Outcome struct {
 	Events   []Event
 	Bad      []BadRecord
 	Stats    Stats
+	Drones   int // the drones the engine holds after the batch
 }
 
 // Engine applies one partition's records in offset order. It is not safe
@@ -219,6 +220,7 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	}
 	e.applied = out.Batch.Applied
 	out.Batch.Clock = e.clock
+	out.Drones = len(e.drones)
 	changed := e.changed[:0]
 	for _, d := range e.changed {
 		if !d.gone {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -61,6 +63,11 @@ type Options struct {
 	// Zones are read at every batch, so a reload (Zones.Store) applies from
 	// the next batch of every partition.
 	Zones *geofence.Current
+
+	// Timing sets the decisions made by the log's clock (signal lost,
+	// drones forgotten: alerts.Timing); zero fields take the defaults, and
+	// KeepAfterRaise, when zero, is EventTTL.
+	Timing alerts.Timing
 
 	// Dispatcher, when not nil, runs for each partition this member owns,
 	// for exactly the time its engine runs.
@@ -280,7 +287,14 @@ func (g *Group) ownPartition(ctx context.Context, oc *offsetCommitter, partition
 func (g *Group) runPartition(ctx context.Context, oc *offsetCommitter, partition int, committed int64, genID int32) {
 	g.running.Add(1)
 	g.m.assigned.Inc()
-	defer func() { g.running.Add(-1); g.m.assigned.Dec() }()
+	defer func() {
+		g.running.Add(-1)
+		g.m.assigned.Dec()
+		// Another member runs it now: its gauges are that member's.
+		label := strconv.Itoa(partition)
+		g.m.drones.DeleteLabelValues(label)
+		g.m.clockLag.DeleteLabelValues(label)
+	}()
 	log := g.log.With("partition", partition, "generation", genID)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -309,4 +323,17 @@ type slogKafka struct {
 
 func (l slogKafka) Printf(format string, args ...any) {
 	l.log.Log(context.Background(), l.level, fmt.Sprintf(format, args...), "component", "kafka-go")
+}
+
+// timing is the engines' clock settings: Options.Timing, keeping a drone
+// that raised for the unique keys' life (EventTTL) unless set otherwise.
+func (g *Group) timing() alerts.Timing {
+	t := g.o.Timing
+	if t.KeepAfterRaise == 0 {
+		t.KeepAfterRaise = g.o.EventTTL
+		if t.KeepAfterRaise == 0 {
+			t.KeepAfterRaise = dedup.DefaultEventTTL
+		}
+	}
+	return t
 }

@@ -28,6 +28,12 @@ type metrics struct {
 	lost       prometheus.Counter
 	assigned   prometheus.Gauge
 	batchSecs  prometheus.Histogram
+	ticks      prometheus.Counter
+	sigLost    prometheus.Counter
+	regained   prometheus.Counter
+	forgotten  prometheus.Counter
+	drones     *prometheus.GaugeVec
+	clockLag   *prometheus.GaugeVec
 }
 
 // newMetrics returns the metrics, registered on reg unless reg is nil.
@@ -53,6 +59,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commitErrs: c("commit_errors_total", "Commits that failed with an error of unknown outcome (reloaded)."),
 		lost: c("records_lost_to_retention_total", "Records Kafka deleted (retention, or a restore of older Redis state) before the alerter applied them: "+
 			"between a partition's applied offset and its first retained offset when the partition started. Their alarms were never decided; alert on any."),
+		ticks:     c("ticks_total", "Clock ticks of the telemetry topic applied (records of time alone, written by ingest to every partition)."),
+		sigLost:   c("signal_lost_total", "signal_lost events decided: an active alarm's drone not heard for --signal-lost-after of the log's clock."),
+		regained:  c("signal_regained_total", "signal_regained events decided: the first position of a drone whose alarm had lost its signal."),
+		forgotten: c("drones_forgotten_total", "Drones removed from the engine and from Redis: no active alarm, silent for --drone-ttl of the log's clock."),
+		drones: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "drones",
+			Help: "Drones the engine of each partition this alerter runs holds (after its last batch)."}, []string{"partition"}),
+		clockLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "clock_behind_seconds",
+			Help: "How far each partition's log clock is behind this alerter's wall clock after its last batch: the age of the newest record " +
+				"or tick applied. Ticks come every second, so more than a few seconds means ingest's ticks stopped or the alerter lags."}, []string{"partition"}),
 		assigned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "assigned_partitions",
 			Help: "Partitions this alerter processes now."}),
 		batchSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nofly", Subsystem: "alerter", Name: "batch_seconds",
@@ -61,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.records, m.applied, m.duplicates, m.resets, m.incomplete, m.invalid, m.skipped, m.raised, m.cleared,
+	for _, c := range []prometheus.Collector{m.ticks, m.sigLost, m.regained, m.forgotten, m.drones, m.clockLag, m.records, m.applied, m.duplicates, m.resets, m.incomplete, m.invalid, m.skipped, m.raised, m.cleared,
 		m.suppressed, m.commits, m.fenced, m.commitErrs, m.lost, m.assigned, m.batchSecs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("consume: register metrics: %w", err)
@@ -82,6 +97,10 @@ func (m *metrics) observe(out *alerts.Outcome, res dedup.Result, took time.Durat
 	m.suppressed.Add(float64(res.Suppressed))
 	m.raised.Add(float64(s.Raised))
 	m.cleared.Add(float64(s.Cleared))
+	m.ticks.Add(float64(s.Ticks))
+	m.sigLost.Add(float64(s.SignalLost))
+	m.regained.Add(float64(s.SignalRegained))
+	m.forgotten.Add(float64(s.Forgotten))
 	m.commits.Inc()
 	m.batchSecs.Observe(took.Seconds())
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -36,6 +37,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 	if err != nil {
 		return err
 	}
+	eng.SetTiming(g.timing())
 	start := snap.Applied + 1
 	if snap.Applied == dedup.NoVersion {
 		start = committed // Kafka's committed offset, or FirstOffset
@@ -165,6 +167,11 @@ func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, 
 		return err
 	}
 	g.m.observe(out, res, time.Since(b.began))
+	label := strconv.Itoa(partition)
+	g.m.drones.WithLabelValues(label).Set(float64(out.Drones))
+	if out.Batch.Clock > 0 {
+		g.m.clockLag.WithLabelValues(label).Set(time.Since(time.UnixMilli(out.Batch.Clock)).Seconds())
+	}
 	g.processed.Add(int64(out.Stats.Records + out.Stats.Skipped))
 	if res.Suppressed > 0 {
 		log.Warn("events suppressed by their unique key (state was behind the outbox)", "suppressed", res.Suppressed)
@@ -186,7 +193,7 @@ func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, lin
 	if err != nil {
 		return recs, err
 	}
-	recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+	recs = append(recs, alerts.Record{Offset: m.Offset, Time: m.Time, Value: m.Value})
 	if n == 1 {
 		return recs, nil
 	}
@@ -203,7 +210,7 @@ func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, lin
 			}
 			return recs, err
 		}
-		recs = append(recs, alerts.Record{Offset: m.Offset, Value: m.Value})
+		recs = append(recs, alerts.Record{Offset: m.Offset, Time: m.Time, Value: m.Value})
 	}
 	return recs, nil
 }

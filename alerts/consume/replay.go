@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,14 @@ type ReplayOptions struct {
 	// (until the next switch), as the live partition recorded them; the
 	// records at or below the first are evaluated with Replay's zones.
 	Switches []ZoneSwitch
+
+	// Timing is the live alerter's clock settings (--signal-lost-after,
+	// --drone-ttl, --event-ttl): the clock's decisions replay equal to
+	// live only with the same. Records carry the log's clock in a
+	// "received" field or a "<unix ms>\t" prefix (a topic dump by kcat
+	// -f '%T\t%s\n'), and ticks are lines of their own; without them the
+	// clock stands still and decides nothing.
+	Timing alerts.Timing
 
 	// Progress, when set, is called about every ProgressEvery (5 s when
 	// zero) while the replay runs, between two batches: a replay shorter
@@ -126,10 +135,11 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 			return ReplayResult{}, fmt.Errorf("consume: replay zone switches out of order (after %d, then %d)", o.Switches[i-1].After, o.Switches[i].After)
 		}
 	}
-	eng, err := alerts.NewEngine(o.Partition, dedup.Snapshot{Applied: dedup.NoVersion})
+	eng, err := alerts.NewEngine(o.Partition, dedup.Snapshot{Applied: dedup.NoVersion, ZoneVersion: alerts.NoZoneVersion})
 	if err != nil {
 		return ReplayResult{}, err
 	}
+	eng.SetTiming(o.Timing)
 	every := o.ProgressEvery
 	if every <= 0 {
 		every = 5 * time.Second
@@ -260,8 +270,28 @@ func (r *lineReader) readBatch(n int) ([]alerts.Positioned, bool, error) {
 			continue
 		}
 		r.lines++
+		at, b := receivedPrefix(b)
+		off := r.base + int64(r.line-1)
+		if telemetry.HasTickPrefix(b) {
+			if t, ok := telemetry.ParseTick(b); ok {
+				if at.IsZero() {
+					at = t
+				}
+				recs = append(recs, alerts.Positioned{Offset: off, Time: at, Tick: true})
+				continue
+			}
+		}
 		p, warns, err := telemetry.DecodeWarn(b, r.ws[:0])
 		r.ws = warns
+		if err != nil {
+			if t, ok := telemetry.ParseTick(b); ok {
+				if at.IsZero() {
+					at = t
+				}
+				recs = append(recs, alerts.Positioned{Offset: off, Time: at, Tick: true})
+				continue
+			}
+		}
 		if err != nil {
 			if r.strict {
 				return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line, err)
@@ -284,13 +314,56 @@ func (r *lineReader) readBatch(n int) ([]alerts.Positioned, bool, error) {
 				}
 			}
 		}
-		recs = append(recs, alerts.Positioned{Offset: r.base + int64(r.line-1), Pos: p})
+		p.Dropped = telemetry.DroppedOf(warns) // what ingest would have said
+		if at.IsZero() {
+			at = receivedField(b)
+		}
+		recs = append(recs, alerts.Positioned{Offset: off, Time: at, Pos: p})
 	}
 	if err := r.sc.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %s:%d: %v", ErrInput, r.name, r.line+1, err)
 	}
 	r.recs = recs
 	return recs, more, nil
+}
+
+// receivedPrefix splits a line of a topic dump that starts with its
+// record's Kafka timestamp, "<unix ms>\t<value>" (kcat -f '%T\t%s\n'),
+// into that time and the value; any other line is returned whole with no
+// time.
+func receivedPrefix(b []byte) (time.Time, []byte) {
+	i := bytes.IndexByte(b, '\t')
+	if i <= 0 || i > 19 {
+		return time.Time{}, b
+	}
+	ms, err := strconv.ParseInt(string(b[:i]), 10, 64)
+	if err != nil || ms < 0 {
+		return time.Time{}, b
+	}
+	return time.UnixMilli(ms).UTC(), bytes.TrimSpace(b[i+1:])
+}
+
+// receivedField reads a record line's optional "received" (RFC 3339): the
+// time ingest received the record, the log's clock, for a hand-written or
+// converted replay input. Records are flat objects, and in JSON the bytes
+// "received":" cannot occur inside a string value (its quotes would be
+// escaped), so the first occurrence is the key.
+func receivedField(b []byte) time.Time {
+	const key = `"received":"`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return time.Time{}
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(rest[:j]))
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // Log writes the dropped fields, each listed one at Warn.
