@@ -135,6 +135,9 @@ func sortedDrones(ds []*drone) []*drone {
 func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event, st *Stats) []Event {
 	t := e.timing
 	ac, _ := zs.(activityChanges)
+	// The last scan was at or after the start of prev's second: a window
+	// that opened or closed since then is between since and now.
+	since := prev / 1000 * 1000
 	due := e.due[:0]
 	for _, d := range e.drones {
 		if d.Seen == 0 {
@@ -148,7 +151,7 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event
 		switch {
 		case len(d.Alarms) > 0 && t.SignalLostAfter > 0 && silent >= t.SignalLostAfter && d.anyHeard():
 		case len(d.Alarms) == 0 && e.forgettable(d, silent):
-		case d.id != self && !d.Pos.IsZero() && (ac == nil || ac.ActivityMayChange(d.timeAt(max(prev, d.Seen)), d.timeAt(e.clock))):
+		case d.id != self && !d.Pos.IsZero() && (ac == nil || ac.ActivityMayChange(d.timeAt(max(since, d.Seen)), d.timeAt(e.clock))):
 		default:
 			continue
 		}

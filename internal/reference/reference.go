@@ -189,14 +189,20 @@ func (z *Zone) contains(p *telemetry.Position, grow float64) bool {
 	return false
 }
 
-// Event is what the proofs compare.
+// Event is what the proofs compare. N is the count of a signal_lost or
+// signal_regained event (its event id's last part), 0 for the others.
 type Event struct {
 	AlarmID, Type, DroneID, ZoneID string
 	Seq                            int64
+	N                              int
 }
 
 func (e Event) String() string {
-	return fmt.Sprintf("%s %s %s/%s@%d", e.AlarmID[:8], e.Type, e.DroneID, e.ZoneID, e.Seq)
+	s := fmt.Sprintf("%s %s %s/%s@%d", e.AlarmID[:min(8, len(e.AlarmID))], e.Type, e.DroneID, e.ZoneID, e.Seq)
+	if e.N > 0 {
+		s += fmt.Sprintf("#%d", e.N)
+	}
+	return s
 }
 
 // AlarmID is the contract's alarm id: the first 16 bytes of
@@ -207,7 +213,12 @@ func AlarmID(drone, zone string, seq int64, resets int) string {
 	if resets > 0 {
 		in += "\x00" + strconv.Itoa(resets)
 	}
-	sum := sha256.Sum256([]byte(in))
+	return hashHex(in)
+}
+
+// hashHex is the first 16 bytes of SHA-256 of s, in hex.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -229,81 +240,23 @@ func (l last) newer(p *telemetry.Position) bool {
 	return p.Seq > l.seq
 }
 
-// Events runs docs/design.md's alarm semantics over the records in order.
+// Events runs docs/design.md's alarm semantics over the records in order,
+// as one partition without the log's clock (no receive times: nothing is
+// decided by time).
 func Events(zones []Zone, recs []telemetry.Position) []Event {
 	return EventsReloaded([][]Zone{zones}, nil, recs)
 }
 
 // EventsReloaded is Events with zone-set reloads: records from
-// switchAt[i] on are judged against sets[i+1]. An active alarm whose zone
-// is gone from the set, or whose definition changed, clears at the drone's
-// next applied position (before that position is judged).
+// switchAt[i] on are judged against sets[i+1]. At the first record after a
+// switch every drone's alarms of removed or changed zones clear, and the
+// zones that now hold its last position raise.
 func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []Event {
-	type key struct{ drone, zone string }
-	type alarm struct{ id, def string }
-	order := map[string]last{}
-	active := map[key]alarm{}
-	inZones := map[string][]string{} // drone -> zone ids with an active alarm, in raise order
-	var out []Event
-	set := 0
+	rs := make([]Rec, len(recs))
 	for i := range recs {
-		for set < len(switchAt) && i >= switchAt[set] {
-			set++
-		}
-		zones := sets[set]
-		p := &recs[i]
-		l, seen := order[p.DroneID]
-		if seen && !l.newer(p) {
-			continue
-		}
-		if seen && p.Seq <= l.seq {
-			l.resets++
-		}
-		l.ts, l.seq = p.TS, p.Seq
-		order[p.DroneID] = l
-		// Reload clears first.
-		var keep []string
-		for _, zid := range inZones[p.DroneID] {
-			k := key{p.DroneID, zid}
-			a := active[k]
-			still := false
-			for zi := range zones {
-				if zones[zi].id == zid && zones[zi].def == a.def {
-					still = true
-				}
-			}
-			if !still {
-				out = append(out, Event{a.id, "cleared", p.DroneID, zid, p.Seq})
-				delete(active, k)
-				continue
-			}
-			keep = append(keep, zid)
-		}
-		inZones[p.DroneID] = keep
-		for zi := range zones {
-			z := &zones[zi]
-			k := key{p.DroneID, z.id}
-			if a, in := active[k]; in {
-				if !z.contains(p, z.buffer) {
-					out = append(out, Event{a.id, "cleared", p.DroneID, z.id, p.Seq})
-					delete(active, k)
-				}
-			} else if z.contains(p, 0) {
-				id := AlarmID(p.DroneID, z.id, p.Seq, l.resets)
-				out = append(out, Event{id, "raised", p.DroneID, z.id, p.Seq})
-				active[k] = alarm{id, z.def}
-				inZones[p.DroneID] = append(inZones[p.DroneID], z.id)
-			}
-		}
-		var live []string
-		for _, zid := range inZones[p.DroneID] {
-			if _, ok := active[key{p.DroneID, zid}]; ok {
-				live = append(live, zid)
-			}
-		}
-		inZones[p.DroneID] = live
+		rs[i] = Rec{Pos: recs[i]}
 	}
-	return out
+	return Run(Input{Sets: sets, SwitchAt: switchAt, Recs: rs, Partitions: 1})
 }
 
 // Diff is got compared with want as sets of (alarm_id, type, drone_id,
@@ -385,13 +338,22 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 		if err := json.Unmarshal(l, &e); err != nil {
 			return nil, fmt.Errorf("reference: event %s: %w", strings.TrimSpace(string(l)), err)
 		}
+		n := 0
+		switch e.Type {
+		case "acked":
+			continue
+		case "signal_lost", "signal_regained":
+			var ok bool
+			if n, ok = signalN(e.EventID); !ok || e.EventID != e.AlarmID+":"+e.Type+":"+strconv.Itoa(n) {
+				return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type:n", e.EventID)
+			}
+			out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq, n})
+			continue
+		}
 		if e.EventID != e.AlarmID+":"+e.Type {
 			return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type", e.EventID)
 		}
-		if e.Type == "acked" {
-			continue
-		}
-		out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq})
+		out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq, n})
 	}
 	return out, nil
 }

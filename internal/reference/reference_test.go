@@ -40,10 +40,10 @@ func TestEvents(t *testing.T) {
 	}
 	got := Events(zs, recs)
 	want := []Event{
-		{AlarmID("d", "SQ", 2, 0), "raised", "d", "SQ", 2},
-		{AlarmID("d", "SQ", 2, 0), "cleared", "d", "SQ", 3},
-		{AlarmID("d", "CI", 5, 0), "raised", "d", "CI", 5},
-		{AlarmID("d", "CI", 5, 0), "cleared", "d", "CI", 7},
+		{AlarmID("d", "SQ", 2, 0), "raised", "d", "SQ", 2, 0},
+		{AlarmID("d", "SQ", 2, 0), "cleared", "d", "SQ", 3, 0},
+		{AlarmID("d", "CI", 5, 0), "raised", "d", "CI", 5, 0},
+		{AlarmID("d", "CI", 5, 0), "cleared", "d", "CI", 7, 0},
 	}
 	d, err := Compare(want, got)
 	if err != nil || !d.OK() || len(got) != len(want) {
@@ -81,10 +81,10 @@ func TestEventsOrder(t *testing.T) {
 	}
 	got := Events(zs, recs)
 	want := []Event{
-		{AlarmID("d", "SQ", 11, 1), "raised", "d", "SQ", 11},
-		{AlarmID("d", "SQ", 11, 1), "cleared", "d", "SQ", 12},
-		{AlarmID("d", "SQ", 11, 2), "raised", "d", "SQ", 11},
-		{AlarmID("d", "SQ", 11, 2), "cleared", "d", "SQ", 12},
+		{AlarmID("d", "SQ", 11, 1), "raised", "d", "SQ", 11, 0},
+		{AlarmID("d", "SQ", 11, 1), "cleared", "d", "SQ", 12, 0},
+		{AlarmID("d", "SQ", 11, 2), "raised", "d", "SQ", 11, 0},
+		{AlarmID("d", "SQ", 11, 2), "cleared", "d", "SQ", 12, 0},
 	}
 	d, err := Compare(want, got)
 	if err != nil || !d.OK() || len(got) != len(want) {
@@ -96,9 +96,9 @@ func TestEventsOrder(t *testing.T) {
 }
 
 func TestCompare(t *testing.T) {
-	a := Event{"a1", "raised", "d", "z", 1}
-	b := Event{"b1", "raised", "d", "z", 2}
-	c := Event{"c1", "raised", "d", "z", 3}
+	a := Event{"a1", "raised", "d", "z", 1, 0}
+	b := Event{"b1", "raised", "d", "z", 2, 0}
+	c := Event{"c1", "raised", "d", "z", 3, 0}
 	d, err := Compare([]Event{a, b}, []Event{a, a, c})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestCompare(t *testing.T) {
 func TestParseEvents(t *testing.T) {
 	ok := `{"event_id":"x:raised","alarm_id":"x","type":"raised","drone_id":"d","zone_id":"z","seq":4}`
 	es, err := ParseEvents([][]byte{[]byte(ok)})
-	if err != nil || len(es) != 1 || es[0] != (Event{"x", "raised", "d", "z", 4}) {
+	if err != nil || len(es) != 1 || es[0] != (Event{"x", "raised", "d", "z", 4, 0}) {
 		t.Fatalf("%v %v", es, err)
 	}
 	acked := `{"event_id":"x:acked","alarm_id":"x","type":"acked","drone_id":"d","zone_id":"z","seq":4,"by":"ops"}`

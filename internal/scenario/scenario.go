@@ -33,27 +33,38 @@ type Config struct {
 	// counter starts again from near 0 before a fix (a feed restarted).
 	WildRate    float64
 	RestartRate float64
-	Start       time.Time
-	Interval    time.Duration // between two fixes of a drone
+	// SilentRate is the probability that, before a fix, a drone falls
+	// silent for 40 to 120 s (it flies on, sending nothing): the log's
+	// clock then declares its alarms' signal lost, and its next fix
+	// regains it.
+	SilentRate float64
+	Start      time.Time
+	Interval   time.Duration // between two fixes of a drone
 }
 
 // DefaultConfig is the reference proof's scenario: 100 drones × 500
-// positions, 4% duplicates, 1% stale records, 0.1% wild seqs and 0.1%
-// counter restarts, from 10:00Z on 2026-12-02 every 2 s (so the TIME zone,
-// active 10:05-10:12, switches on and off).
+// positions, 4% duplicates, 1% stale records, 0.1% wild seqs, 0.1% counter
+// restarts and 0.2% silences, from 10:00Z on 2026-12-02 every 2 s (so the
+// TIME zone, active 10:05-10:12, switches on and off).
 func DefaultConfig() Config {
 	return Config{Seed: 1, Drones: 100, Positions: 500, DupRate: 0.04, StaleRate: 0.01, WildRate: 0.001, RestartRate: 0.001,
-		Start: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Interval: 2 * time.Second}
+		SilentRate: 0.002, Start: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Interval: 2 * time.Second}
 }
 
 // Scenario is a generated stream of records, in the order they are sent.
 type Scenario struct {
-	Records    []telemetry.Position
+	Records []telemetry.Position
+	// Received is when each record is received, the log's clock (its Kafka
+	// timestamp): the time of the step it is sent in — a fix's own ts, a
+	// re-send's later step.
+	Received   []time.Time
 	Unique     int // distinct (drone, seq)
 	Duplicates int // exact re-sends
 	Stale      int // re-sends of an older record after a newer one
 	Wild       int // fixes with a wild seq (counted in Unique)
 	Restarts   int // counters started again (the fix after it counted in Unique)
+	Silences   int // drones that fell silent for a while
+	Unsent     int // fixes not sent while silent (Unique + Unsent = Drones × Positions)
 }
 
 // The area the drones fly in and the waypoints they aim at (zone centres
@@ -77,6 +88,7 @@ type drone struct {
 	target   [2]float64
 	hasAGL   bool
 	seq      int64
+	silent   int // the step up to which the drone sends nothing
 }
 
 // Generate returns the scenario of cfg.
@@ -117,13 +129,26 @@ func Generate(cfg Config) *Scenario {
 	for i := range order {
 		order[i] = i
 	}
-	emit := func(p telemetry.Position) { sc.Records = append(sc.Records, p) }
+	var ts time.Time
+	emit := func(p telemetry.Position) {
+		sc.Records = append(sc.Records, p)
+		sc.Received = append(sc.Received, ts)
+	}
 	for step := 0; step < cfg.Positions; step++ {
-		ts := cfg.Start.Add(time.Duration(step) * cfg.Interval)
+		ts = cfg.Start.Add(time.Duration(step) * cfg.Interval)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, di := range order {
 			d := ds[di]
 			d.move(rng, cfg.Interval.Seconds())
+			if cfg.SilentRate > 0 && step >= d.silent && rng.Float64() < cfg.SilentRate {
+				d.silent = step + int((40*time.Second+time.Duration(rng.IntN(80))*time.Second)/cfg.Interval)
+				sc.Silences++
+			}
+			if step < d.silent {
+				d.seq++ // the counter goes on: the fix was made, not sent
+				sc.Unsent++
+				continue
+			}
 			if cfg.RestartRate > 0 && rng.Float64() < cfg.RestartRate {
 				d.seq = int64(rng.IntN(10))
 				sc.Restarts++
@@ -207,11 +232,16 @@ func (d *drone) position(rng *rand.Rand, ts time.Time) telemetry.Position {
 func round(v, k float64) float64 { return math.Round(v*k) / k }
 
 // NDJSON returns the records as the replay file format: one JSON record a
-// line, in order.
+// line, in order, each with its receive time ("received"), the log's clock.
 func (s *Scenario) NDJSON() []byte {
 	var b []byte
 	for i := range s.Records {
 		b = s.Records[i].AppendJSON(b)
+		if i < len(s.Received) {
+			b = append(b[:len(b)-1], `,"received":"`...)
+			b = s.Received[i].UTC().AppendFormat(b, time.RFC3339Nano)
+			b = append(b, `"}`...)
+		}
 		b = append(b, '\n')
 	}
 	return b
