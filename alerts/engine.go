@@ -358,11 +358,13 @@ func (e *Engine) touch(d *drone) {
 }
 
 // Positioned is a decoded record of the partition: a position, or a tick
-// (Tick set, Pos empty). Time is as Record's.
+// (Tick set, Pos empty), or a record that did not decode (Bad set: it only
+// moves the clock, as it does live). Time is as Record's.
 type Positioned struct {
 	Offset int64
 	Time   time.Time
 	Tick   bool
+	Bad    bool
 	Pos    telemetry.Position
 }
 
@@ -386,8 +388,12 @@ func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stat
 		e.applied = r.Offset
 		st.Records++
 		dst = e.advance(zs, zv, r.Offset, r.Time, r.Pos.DroneID, dst, &st)
-		if r.Tick {
+		switch {
+		case r.Tick:
 			st.Ticks++
+			continue
+		case r.Bad:
+			st.Invalid++
 			continue
 		}
 		dst, _ = e.step(zs, zv, r.Offset, &r.Pos, dst, &st)

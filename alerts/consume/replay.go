@@ -300,6 +300,13 @@ func (r *lineReader) readBatch(n int) ([]alerts.Positioned, bool, error) {
 			if len(r.rep.BadLines) < maxReportedLines {
 				r.rep.BadLines = append(r.rep.BadLines, fmt.Sprintf("%s:%d: %v", r.name, r.line, err))
 			}
+			// Live, a record that does not decode still moves the clock.
+			if at.IsZero() {
+				at = receivedField(b)
+			}
+			if !at.IsZero() {
+				recs = append(recs, alerts.Positioned{Offset: off, Time: at, Bad: true})
+			}
 			continue
 		}
 		// With dropped fields, p is what the alerter decodes from the

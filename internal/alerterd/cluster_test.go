@@ -187,11 +187,11 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 	t.Logf("cluster of 3 started in %v", time.Since(began).Round(time.Millisecond))
 	raddr := testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
-	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newClusterPipeline(t, k, raddr, 6)
 	cfg := p.config()
 	alerterBinary(t)
-	gate := p.produceGated(sc.Records, 2500)
+	gate := p.produceGated(sc.Records, sc.Received, 2500)
 	a := p.startProc("alerter", cfg)
 	testenv.CheckFor(t, 90*time.Second, func() error {
 		n, err := a.metric("nofly_alerter_assigned_partitions")

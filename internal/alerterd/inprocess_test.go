@@ -115,7 +115,7 @@ func TestInProcessGroupProof(t *testing.T) {
 
 func inProcessGroupProof(t *testing.T, brokers []string, raddr string) {
 	sc := scenario.Generate(scenario.DefaultConfig())
-	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	ix, err := loadZones(zonesPath())
 	if err != nil {
@@ -126,7 +126,7 @@ func inProcessGroupProof(t *testing.T, brokers []string, raddr string) {
 
 	third := len(sc.Records) / 3
 	a := p.startMember("a", &zones)
-	p.produce(sc.Records[:third])
+	p.produceAt(sc.Records[:third], sc.Received[:third])
 	testenv.CheckFor(t, 60*time.Second, func() error {
 		if a.g.Processed() == 0 {
 			return errors.New("a has processed nothing yet")
@@ -141,7 +141,7 @@ func inProcessGroupProof(t *testing.T, brokers []string, raddr string) {
 		}
 		return nil
 	})
-	p.produce(sc.Records[third : 2*third])
+	p.produceAt(sc.Records[third:2*third], sc.Received[third:2*third])
 	testenv.CheckFor(t, 60*time.Second, func() error {
 		if b.g.Processed() == 0 {
 			return errors.New("b has processed nothing yet")
@@ -150,7 +150,7 @@ func inProcessGroupProof(t *testing.T, brokers []string, raddr string) {
 	})
 	a.stop()
 	aDone := a.g.Processed()
-	p.produce(sc.Records[2*third:])
+	p.produceAt(sc.Records[2*third:], sc.Received[2*third:])
 	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
 	if b.g.Partitions() != p.partitions {
 		t.Errorf("b runs %d partitions after a left, want %d", b.g.Partitions(), p.partitions)

@@ -117,7 +117,18 @@ func (p *pipeline) produce(recs []telemetry.Position) {
 	}
 }
 
-func (p *pipeline) produceErr(recs []telemetry.Position) error {
+// produceAt is produce with each record's Kafka timestamp — the time
+// ingest would have received it, the log's clock — from times (parallel
+// to recs).
+func (p *pipeline) produceAt(recs []telemetry.Position, times []time.Time) {
+	if err := p.produceErrAt(recs, times); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *pipeline) produceErr(recs []telemetry.Position) error { return p.produceErrAt(recs, nil) }
+
+func (p *pipeline) produceErrAt(recs []telemetry.Position, times []time.Time) error {
 	w := &kafka.Writer{Addr: kafka.TCP(p.brokers...), Topic: p.topic, Balancer: &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, MaxAttempts: 20,
 		Transport: &kafka.Transport{}}
@@ -125,6 +136,9 @@ func (p *pipeline) produceErr(recs []telemetry.Position) error {
 	msgs := make([]kafka.Message, len(recs))
 	for i := range recs {
 		msgs[i] = kafka.Message{Key: recs[i].Key(), Value: recs[i].AppendJSON(nil)}
+		if times != nil {
+			msgs[i].Time = times[i]
+		}
 	}
 	for i := 0; i < len(msgs); i += 5000 {
 		chunk := msgs[i:min(i+5000, len(msgs))]
@@ -242,18 +256,18 @@ func TestReferenceProof(t *testing.T) {
 	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
-	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	stop := p.startInProcess(p.config())
 	began := time.Now()
-	p.produce(sc.Records)
+	p.produceAt(sc.Records, sc.Received)
 	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
 	t.Logf("%d records (%d unique, %d duplicates, %d stale) applied in %v", len(sc.Records), sc.Unique, sc.Duplicates, sc.Stale, time.Since(began).Round(time.Millisecond))
 	p.checkEventsTopic()
 	stop()
 	live := p.outbox()
 	compareEvents(t, "live pipeline", want, eventsFromNDJSON(t, live))
-	compareWithReplay(t, live, runReplay(t, sc))
+	compareWithReplay(t, live, runReplayPartitions(t, sc, p.partitions))
 }
 
 // compareWithReplay checks that live and replayed events are equal in

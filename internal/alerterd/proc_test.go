@@ -305,8 +305,8 @@ func (p *pipeline) waitApplied(n int64, timeout time.Duration) {
 // produceInBackground produces the records in chunks at about rate
 // records/s, so that the run spans the faults the test injects. It returns
 // a channel closed when all are written.
-func (p *pipeline) produceInBackground(recs []telemetry.Position, rate int) <-chan struct{} {
-	g := p.produceGated(recs, rate)
+func (p *pipeline) produceInBackground(recs []telemetry.Position, times []time.Time, rate int) <-chan struct{} {
+	g := p.produceGated(recs, times, rate)
 	g.set(int64(len(recs)))
 	return g.done
 }
@@ -343,7 +343,7 @@ func (g *gatedProducer) set(n int64) { g.limits <- n }
 // produced is the number of records written so far.
 func (g *gatedProducer) produced() int64 { return g.n.Load() }
 
-func (p *pipeline) produceGated(recs []telemetry.Position, rate int) *gatedProducer {
+func (p *pipeline) produceGated(recs []telemetry.Position, times []time.Time, rate int) *gatedProducer {
 	g := &gatedProducer{limits: make(chan int64, 64), done: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	const chunk = 500 // bursts: each gives the alerter a few batches of work
 	go func() {
@@ -369,7 +369,11 @@ func (p *pipeline) produceGated(recs []telemetry.Position, rate int) *gatedProdu
 				}
 			}
 			end := min(i+chunk, len(recs), int(limit))
-			if err := p.produceErr(recs[i:end]); err != nil {
+			var ts []time.Time
+			if times != nil {
+				ts = times[i:end]
+			}
+			if err := p.produceErrAt(recs[i:end], ts); err != nil {
 				p.t.Error(err)
 				return
 			}

@@ -31,7 +31,7 @@ func TestClusterRedisReferenceProof(t *testing.T) {
 	cc := rc.Client(t)
 	brokers := testenv.Kafka(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
-	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newPipeline(t, brokers, strings.Join(rc.Addrs(), ","), 6).withEvents()
 	p.cluster = cc
 
@@ -40,7 +40,7 @@ func TestClusterRedisReferenceProof(t *testing.T) {
 	cfg := p.config()
 	stop := p.startInProcess(cfg)
 	began := time.Now()
-	p.produce(sc.Records)
+	p.produceAt(sc.Records, sc.Received)
 	testenv.CheckFor(t, 180*time.Second, p.caughtUp)
 	t.Logf("%d records applied through the cluster in %v", len(sc.Records), time.Since(began).Round(time.Millisecond))
 	p.checkEventsTopic()

@@ -19,7 +19,6 @@ import (
 	ref "github.com/nofly-dev/nofly/internal/reference"
 	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/internal/testenv"
-	"github.com/nofly-dev/nofly/telemetry"
 )
 
 // TestClusterRedisFailoverProof: a Redis Cluster primary killed mid-run
@@ -40,10 +39,10 @@ import (
 func TestClusterRedisFailoverProof(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
-	want := reference(loadRefZones(t, zonesPath()), sc.Records)
+	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 
 	t.Run("unprotected", func(t *testing.T) {
-		r := runRedisFailover(t, brokers, sc.Records, 0)
+		r := runRedisFailover(t, brokers, sc, 0)
 		// The fault must have bitten, or this run proves nothing.
 		if r.lostCounted <= 0 {
 			t.Errorf("the promoted replica lacks %d records the alerter counted as committed; the cut lost nothing", r.lostCounted)
@@ -58,7 +57,7 @@ func TestClusterRedisFailoverProof(t *testing.T) {
 		}
 	})
 	t.Run("min-replicas-1", func(t *testing.T) {
-		r := runRedisFailover(t, brokers, sc.Records, 1)
+		r := runRedisFailover(t, brokers, sc, 1)
 		if r.lostCounted > 0 {
 			t.Errorf("the promoted replica lacks %d records the alerter counted as committed", r.lostCounted)
 		}
@@ -93,7 +92,8 @@ func mustCompare(t *testing.T, want, got []refEvent) ref.Diff {
 	return d
 }
 
-func runRedisFailover(t *testing.T, brokers []string, recs []telemetry.Position, minReplicas int) failoverRun {
+func runRedisFailover(t *testing.T, brokers []string, sc *scenario.Scenario, minReplicas int) failoverRun {
+	recs := sc.Records
 	ctx := context.Background()
 	began := time.Now()
 	rc := testenv.StartRedisCluster(t, true)
@@ -142,7 +142,7 @@ func runRedisFailover(t *testing.T, brokers []string, recs []telemetry.Position,
 		return err
 	})
 	total := int64(len(recs))
-	gate := p.produceGated(recs, 2500)
+	gate := p.produceGated(recs, sc.Received, 2500)
 	gate.set(total)
 	p.waitApplied(total/4, 90*time.Second)
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	ref "github.com/nofly-dev/nofly/internal/reference"
+	"github.com/nofly-dev/nofly/internal/scenario"
 	"github.com/nofly-dev/nofly/telemetry"
 )
 
@@ -31,6 +32,22 @@ func reference(zones []refZone, recs []telemetry.Position) []refEvent {
 
 func referenceReloaded(sets [][]refZone, switchAt []int, recs []telemetry.Position) []refEvent {
 	return ref.EventsReloaded(sets, switchAt, recs)
+}
+
+// referenceAt runs the reference over the scenario as the live topic holds
+// it: partitions partitions, each record at its receive time (the Kafka
+// timestamp produceAt gives it), the log's clock per partition.
+func referenceAt(zones []refZone, sc *scenario.Scenario, partitions int) []refEvent {
+	return referenceReloadedAt([][]refZone{zones}, nil, sc, partitions)
+}
+
+// referenceReloadedAt is referenceAt with zone-set reloads at switchAt.
+func referenceReloadedAt(sets [][]refZone, switchAt []int, sc *scenario.Scenario, partitions int) []refEvent {
+	recs := make([]ref.Rec, len(sc.Records))
+	for i := range sc.Records {
+		recs[i] = ref.Rec{Pos: sc.Records[i], At: sc.Received[i]}
+	}
+	return ref.Run(ref.Input{Sets: sets, SwitchAt: switchAt, Recs: recs, Partitions: partitions})
 }
 
 // compareEvents reports missing, unexpected and duplicate events of got

@@ -62,13 +62,13 @@ func TestZoneReloadProof(t *testing.T) {
 
 	sc := scenario.Generate(scenario.DefaultConfig())
 	half := len(sc.Records) / 2
-	want := referenceReloaded([][]refZone{loadRefZones(t, before), loadRefZones(t, after)}, []int{half}, sc.Records)
+	want := referenceReloadedAt([][]refZone{loadRefZones(t, before), loadRefZones(t, after)}, []int{half}, sc, 6)
 	p := newPipeline(t, brokers, raddr, 6)
 	cfg := p.config()
 	cfg.Zones = live
 	alerterBinary(t)
 	a := p.startProc("alerter", cfg)
-	p.produce(sc.Records[:half])
+	p.produceAt(sc.Records[:half], sc.Received[:half])
 	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
 
 	if err := os.Rename(after, live); err != nil {
@@ -82,7 +82,7 @@ func TestZoneReloadProof(t *testing.T) {
 		}
 		return err
 	})
-	p.produce(sc.Records[half:])
+	p.produceAt(sc.Records[half:], sc.Received[half:])
 	p.finish(want, closed())
 	a.stop()
 

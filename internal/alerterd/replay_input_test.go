@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	ref "github.com/nofly-dev/nofly/internal/reference"
 	"github.com/nofly-dev/nofly/internal/scenario"
-	"github.com/nofly-dev/nofly/telemetry"
 )
 
 // TestReplayToleratesBadLines: replay reads its file as ingest reads a
@@ -29,15 +29,16 @@ func TestReplayToleratesBadLines(t *testing.T) {
 	if len(lines) != len(sc.Records) {
 		t.Fatalf("%d lines for %d records", len(lines), len(sc.Records))
 	}
-	var kept []telemetry.Position
-	var bad []int // line numbers
+	var kept []ref.Rec // as the replay should read them, on the log's clock
+	var bad []int      // line numbers
 	dropped := 0
 	for i := range lines {
 		l := lines[i]
 		switch {
-		case i%97 == 5: // a bad required field
+		case i%97 == 5: // a bad required field: its time still moves the clock
 			lines[i] = bytes.Replace(l, []byte(`"ts":`), []byte(`"tz":`), 1)
 			bad = append(bad, i+1)
+			kept = append(kept, ref.Rec{At: sc.Received[i], Tick: true, Partition: -1})
 			continue
 		case i%13 == 1: // optional fields beyond every convention
 			lines[i] = append(l[:len(l)-1:len(l)-1], `,"heading_deg":1000,"speed_mps":-3}`...)
@@ -46,13 +47,13 @@ func TestReplayToleratesBadLines(t *testing.T) {
 			lines[i] = append(l[:len(l)-1:len(l)-1], `,"alt_ref":"XYZ"}`...)
 			p := sc.Records[i]
 			p.AltM, p.AltRef = nil, ""
-			kept = append(kept, p)
+			kept = append(kept, ref.Rec{Pos: p, At: sc.Received[i]})
 			dropped += 2
 			continue
 		}
-		kept = append(kept, sc.Records[i])
+		kept = append(kept, ref.Rec{Pos: sc.Records[i], At: sc.Received[i]})
 	}
-	want := reference(loadRefZones(t, zonesPath()), kept)
+	want := ref.Run(ref.Input{Sets: [][]refZone{loadRefZones(t, zonesPath())}, Recs: kept, Partitions: 1})
 	if len(want) < 100 || len(bad) < 5 {
 		t.Fatalf("%d reference events, %d bad lines: the test exercises too little", len(want), len(bad))
 	}

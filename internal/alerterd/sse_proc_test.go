@@ -179,7 +179,7 @@ func TestSSEReconnectProof(t *testing.T) {
 		return nil
 	})
 
-	produced := p.produceInBackground(sc.Records, 2500)
+	produced := p.produceInBackground(sc.Records, sc.Received, 2500)
 	// Kill A once the client has events from it, while records still flow.
 	testenv.CheckFor(t, 90*time.Second, func() error {
 		evs, err := f.snapshot()

@@ -123,7 +123,7 @@ func TestZoneChangeReachesEveryInstance(t *testing.T) {
 	if v := a.zones.Load().ZoneVersion(); v != 1 {
 		t.Fatalf("the first alerter runs zone version %d, want 1 (seeded from --zones)", v)
 	}
-	p.produce(sc.Records[:len(sc.Records)/5])
+	p.produceAt(sc.Records[:len(sc.Records)/5], sc.Received[:len(sc.Records)/5])
 	b := p.startZoneMember("b")
 	testenv.CheckFor(t, 60*time.Second, func() error {
 		if na, nb := a.g.Partitions(), b.g.Partitions(); na == 0 || nb == 0 || na+nb != p.partitions {
@@ -131,7 +131,7 @@ func TestZoneChangeReachesEveryInstance(t *testing.T) {
 		}
 		return nil
 	})
-	produced := p.produceInBackground(sc.Records[len(sc.Records)/5:], 4000)
+	produced := p.produceInBackground(sc.Records[len(sc.Records)/5:], sc.Received[len(sc.Records)/5:], 4000)
 	testenv.CheckFor(t, 30*time.Second, func() error {
 		if len(b.partitions()) == 0 {
 			return errors.New("b has committed nothing yet")
