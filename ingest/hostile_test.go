@@ -205,7 +205,9 @@ func TestHostileIngestInternalErrorsHidden(t *testing.T) {
 	refused := fmt.Errorf("broker 10.0.0.3:9092 (kafka-2.internal): %w", &producer.ProduceError{Records: []producer.RecordError{{Index: 0, Err: producer.ErrRejected}}})
 	fp := &fakeProducer{err: refused}
 	s, logs := hostileServer(t, fp, func(o *Options) {
-		o.Ready = func(context.Context) error { return errors.New("metadata: dial tcp 10.0.0.3:9092: connect: connection refused") }
+		o.Ready = func(context.Context) error {
+			return errors.New("metadata: dial tcp 10.0.0.3:9092: connect: connection refused")
+		}
 	})
 	w := send(s, "POST", "/v1/telemetry")
 	e := errorOf(t, w)
