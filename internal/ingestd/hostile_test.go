@@ -4,13 +4,17 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.yaml.in/yaml/v4"
 
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -87,6 +91,38 @@ func TestHostileIngestServeFlags(t *testing.T) {
 	for _, host := range []string{"ingest:8080", "ingest.example.com", strings.TrimPrefix(svc.url, "http://"), "localhost"} {
 		if code, b := do("POST", "/v1/telemetry", host); code != 202 {
 			t.Errorf("Host %s: %d %s", host, code, b)
+		}
+	}
+}
+
+// TestHostileComposeServiceNames: in docker-compose.yml each service's
+// public URLs name it as the other containers call it (service:port), so
+// the Host check lets them in, and each is a valid --public-url.
+func TestHostileComposeServiceNames(t *testing.T) {
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for svc, want := range map[string]struct{ env, url string }{
+		"ingest":  {"NOFLY_INGEST_PUBLIC_URLS", "http://ingest:8080"},
+		"alerter": {"NOFLY_ALERTER_PUBLIC_URLS", "http://alerter:9102"},
+	} {
+		v := doc.Services[svc].Environment[want.env]
+		if !slices.Contains(strings.Split(v, ","), want.url) {
+			t.Errorf("docker-compose.yml: service %s: %s = %q, want it to hold %s", svc, want.env, v, want.url)
+		}
+		for _, u := range strings.Split(v, ",") {
+			if _, err := httpguard.ParsePublicURL(u); err != nil {
+				t.Errorf("docker-compose.yml: service %s: %v", svc, err)
+			}
 		}
 	}
 }
