@@ -426,7 +426,7 @@ func (g *Guard) CheckOrigin(r *http.Request) error {
 	switch site := strings.ToLower(strings.TrimSpace(r.Header.Get("Sec-Fetch-Site"))); site {
 	case "cross-site", "same-site":
 		if !allowed {
-			return fmt.Errorf("%w: Sec-Fetch-Site: %s from origin %s, which --api-cors-origins does not allow", ErrCrossSite, site, Quote(origin, 100))
+			return fmt.Errorf("%w: Sec-Fetch-Site: %s from origin %s, which no CORS origin of this server allows", ErrCrossSite, site, Quote(origin, 100))
 		}
 	}
 	if origin == "" || allowed {
