@@ -629,7 +629,14 @@ func TestHostileIDBounds(t *testing.T) {
 			t.Errorf("%.40s…: %d %.200s, want 404", p, a.code, a.raw)
 		}
 	}
-	// Nor do the Host and Origin refusals echo a huge header.
+	// Nor do a 404, a 405, a zone set's problems, or the Host and Origin
+	// refusals echo what was sent whole.
+	for _, r := range []*http.Request{hreq("GET", "/v1/"+huge, ""), hreq("PATCH", "/v1/zones/"+strings.Repeat("é", 200), ""),
+		hreq("PUT", "/v1/zones", collection(feature(huge, 7)), "Content-Type", "application/json")} {
+		if a := e.do(r); a.code < 400 || len(a.raw) > 2048 {
+			t.Errorf("%s %.40s…: %d, a %d-byte answer", r.Method, r.URL.Path, a.code, len(a.raw))
+		}
+	}
 	if a := e.do(hreq("GET", "/v1/alarms", "", "Host", huge)); a.code != 421 || len(a.raw) > 1024 {
 		t.Errorf("a huge Host: %d, %d bytes", a.code, len(a.raw))
 	}

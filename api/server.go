@@ -216,11 +216,11 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.forwarded, s.observe, s.recoverer, s.guard, s.cors)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
+		writeError(w, http.StatusNotFound, "not_found", "no route "+httpguard.Quote(r.URL.Path, 200), nil)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed(r), ", "))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path, nil)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", httpguard.Clip(r.Method, 20)+" is not allowed on "+httpguard.Quote(r.URL.Path, 200), nil)
 	})
 	s.mountOps(r)
 	s.mountDashboard(r)

@@ -177,6 +177,18 @@ func keyPath(k string) string {
 	return strconv.Quote(k)
 }
 
+// clipID is id as a problem names it: at most MaxIDLen characters (an id
+// too long is itself a problem, and is not echoed whole).
+func clipID(id string) string {
+	if len(id) <= MaxIDLen {
+		return id
+	}
+	if r := []rune(strings.ToValidUTF8(id, "\uFFFD")); len(r) > MaxIDLen {
+		return string(r[:MaxIDLen]) + "…"
+	}
+	return id
+}
+
 // CheckID says why id cannot be a zone id, or "": 1 to MaxIDLen
 // characters of UTF-8, none a control character (C0 or DEL).
 func CheckID(id string) string {

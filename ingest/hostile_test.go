@@ -253,6 +253,9 @@ func TestHostileIngestHeaders(t *testing.T) {
 	if w := send(s, "POST", "/v1/telemetry"); w.Code != 401 || w.Header().Get("Cache-Control") != "no-store" {
 		t.Errorf("401: Cache-Control %q", w.Header().Get("Cache-Control"))
 	}
+	if w := send(s, "POST", "/v1/telemetry", "Authorization", "Bearer "+keyAny, "Content-Type", strings.Repeat("x", 10000)); w.Code != 415 || w.Body.Len() > 1024 {
+		t.Errorf("a huge Content-Type: %d, %d bytes", w.Code, w.Body.Len())
+	}
 	if w := send(s, "GET", "/metrics"); w.Header().Get("X-Content-Type-Options") != "nosniff" {
 		t.Error("/metrics is not nosniff")
 	}

@@ -288,12 +288,12 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Accept-Encoding", "gzip")
 		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
-			message: fmt.Sprintf("Content-Encoding %q is not supported; send gzip or no encoding", coding)})
+			message: fmt.Sprintf("Content-Encoding %s is not supported; send gzip or no encoding", httpguard.Quote(coding, 100))})
 		return
 	}
 	if err != nil || decode == nil {
 		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
-			message: fmt.Sprintf("Content-Type %q is not supported; use application/x-ndjson or application/json (UTF-8)", r.Header.Get("Content-Type"))})
+			message: fmt.Sprintf("Content-Type %s is not supported; use application/x-ndjson or application/json (UTF-8)", httpguard.Quote(r.Header.Get("Content-Type"), 100))})
 		return
 	}
 	if r.ContentLength > lim.MaxBodyBytes {
