@@ -120,6 +120,10 @@ type authAnswer struct {
 func (e *authEnv) do(t *testing.T, method, path, token, body string, hdr ...string) authAnswer {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Host = testHost // httptest's example.com is no name of this server (421)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -150,8 +154,8 @@ func TestAuth(t *testing.T) {
 		{name: "unknown token", method: "GET", path: "/v1/alarms", token: "nope", code: 401, errCode: "invalid_token"},
 		{name: "viewer reads alarms", method: "GET", path: "/v1/alarms", token: testTokens["viewer"], code: 200},
 		{name: "viewer reads zones", method: "GET", path: "/v1/zones", token: testTokens["viewer"], code: 200},
-		{name: "viewer may not ack", method: "POST", path: "/v1/alarms/A1/ack", token: testTokens["viewer"], code: 403, errCode: "forbidden"},
-		{name: "operator may ack", method: "POST", path: "/v1/alarms/A1/ack", token: testTokens["operator"], code: 404, errCode: "not_found"},
+		{name: "viewer may not ack", method: "POST", path: "/v1/alarms/" + unknownAlarm + "/ack", token: testTokens["viewer"], code: 403, errCode: "forbidden"},
+		{name: "operator may ack", method: "POST", path: "/v1/alarms/" + unknownAlarm + "/ack", token: testTokens["operator"], code: 404, errCode: "not_found"},
 		{name: "viewer on admin route", method: "PUT", path: "/v1/zones/Z1", token: testTokens["viewer"], body: "{}", code: 403, errCode: "forbidden"},
 		{name: "operator on admin route", method: "DELETE", path: "/v1/zones/Z1", token: testTokens["operator"], code: 403, errCode: "forbidden"},
 		{name: "admin passes to the route", method: "DELETE", path: "/v1/zones/Z1", token: testTokens["admin"], code: 404, errCode: "not_found"},
@@ -196,7 +200,7 @@ func TestAllow(t *testing.T) {
 		{"PATCH", "/v1/zones/history", "GET"},
 		{"OPTIONS", "/v1/zones/Z1", "GET, PUT, DELETE"},
 		{"POST", "/v1/zones", "GET, PUT"},
-		{"GET", "/v1/alarms/A1/ack", "POST"},
+		{"GET", "/v1/alarms/" + unknownAlarm + "/ack", "POST"},
 		{"OPTIONS", "/v1/alarms", "GET"},
 	}
 	for _, tt := range tests {
@@ -247,7 +251,7 @@ func TestAPIOff(t *testing.T) {
 func TestRequestLogAndMetrics(t *testing.T) {
 	e := newAuthEnv(t, nil)
 	for range 3 {
-		e.do(t, "GET", "/v1/alarms/A-secret-id", testTokens["viewer"], "")
+		e.do(t, "GET", "/v1/alarms/"+unknownAlarm, testTokens["viewer"], "")
 	}
 	e.do(t, "GET", "/v1/alarms", "bad-token-value", "")
 	logs := e.logs.String()
@@ -311,3 +315,6 @@ func requestCount(t *testing.T, reg *prometheus.Registry, name, route, method, s
 	}
 	return 0
 }
+
+// unknownAlarm is an alarm id (32 lowercase hex digits) of no alarm.
+const unknownAlarm = "0123456789abcdef0123456789abcdef"

@@ -105,6 +105,11 @@ func decodeCursor(s string) (cursor, error) {
 	if len(s) > 4*maxCursorPartitions {
 		return nil, fmt.Errorf("%w: too long", errCursor)
 	}
+	// Only the alphabet, as the description's pattern says: the decoder
+	// would skip a \r or \n.
+	if strings.IndexFunc(s, notBase64URL) >= 0 {
+		return nil, fmt.Errorf("%w: not base64url", errCursor)
+	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: not base64url", errCursor)
@@ -145,4 +150,9 @@ func decodeCursor(s string) (cursor, error) {
 		return nil, fmt.Errorf("%w: trailing bytes", errCursor)
 	}
 	return c, nil
+}
+
+// notBase64URL reports whether r is outside base64url's alphabet.
+func notBase64URL(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 }

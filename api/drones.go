@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -45,23 +44,27 @@ func badDroneParam(w http.ResponseWriter, field, msg string) {
 	writeError(w, http.StatusBadRequest, "bad_request", field+": "+msg, map[string]any{"field": field})
 }
 
-// decimal is a bbox number as the description's pattern has it: plain
-// decimal, no exponent, sign "+", hex or spaces, which ParseFloat would
-// take. With the ranges Check applies it accepts exactly the pattern's
-// strings (TestBBoxAsDescribed).
-var decimal = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+// bboxPattern is the description's pattern of bbox, compiled from it: the
+// parser accepts exactly the strings it allows (with the ranges in it, a
+// value such as 180.00000000000000001, which a float rounds to 180, is
+// refused as the pattern refuses it), then checks what a pattern cannot
+// say, each min not above its max (TestHostileBBoxPattern).
+var bboxPattern = describedPattern("GET /v1/drones", "bbox")
+
+// bboxMessage is what a bbox the pattern refuses is told.
+const bboxMessage = "must be minLon,minLat,maxLon,maxLat: 4 plain decimal numbers (like -0.45), longitudes within [-180, 180], latitudes within [-90, 90]"
 
 // parseBBox parses minLon,minLat,maxLon,maxLat.
 func parseBBox(v string) (dronestore.BBox, error) {
-	parts := strings.Split(v, ",")
-	if len(parts) != 4 {
-		return dronestore.BBox{}, errors.New("must be minLon,minLat,maxLon,maxLat (4 numbers)")
+	if !bboxPattern.MatchString(v) {
+		return dronestore.BBox{}, errors.New(bboxMessage)
 	}
+	parts := strings.Split(v, ",")
 	var f [4]float64
 	for i, p := range parts {
 		x, err := strconv.ParseFloat(p, 64)
-		if !decimal.MatchString(p) || err != nil {
-			return dronestore.BBox{}, errors.New("must be minLon,minLat,maxLon,maxLat (4 plain decimal numbers, like -0.45); " + strconv.Quote(p) + " is not one")
+		if err != nil {
+			return dronestore.BBox{}, errors.New(bboxMessage)
 		}
 		f[i] = x
 	}

@@ -220,7 +220,7 @@ func TestDronesErrors(t *testing.T) {
 		{"viewer allowed", "/v1/drones", testTokens["viewer"], 200, "", ""},
 		{"admin allowed", "/v1/drones/A", testTokens["admin"], 200, "", ""},
 		{"unknown drone", "/v1/drones/NOPE", testTokens["viewer"], 404, "not_found", ""},
-		{"too long a drone id", "/v1/drones/" + strings.Repeat("x", 65), testTokens["viewer"], 404, "not_found", ""},
+		{"too long a drone id", "/v1/drones/" + strings.Repeat("x", 65), testTokens["viewer"], 400, "bad_request", "drone_id"},
 		{"bbox of 3 numbers", "/v1/drones?bbox=1,2,3", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"bbox of 5 numbers", "/v1/drones?bbox=1,2,3,4,5", testTokens["viewer"], 400, "bad_request", "bbox"},
 		{"bbox not numbers", "/v1/drones?bbox=a,b,c,d", testTokens["viewer"], 400, "bad_request", "bbox"},

@@ -114,6 +114,19 @@ func (e *goneError) Error() string {
 	return fmt.Sprintf("the cursor is older than the events retained: partition %d %s", e.part, e.why)
 }
 
+// forgedError is a cursor position in the future: past its stream's last
+// id and ahead of Redis's clock, so no Redis handed it out.
+type forgedError struct {
+	part  int
+	after streamID
+	now   uint64 // Redis's TIME, ms
+}
+
+func (e *forgedError) Error() string {
+	return fmt.Sprintf("the cursor's position in partition %d is ahead of the server's clock (%d ms past it): not a cursor this API returned",
+		e.part, e.after.ms-e.now)
+}
+
 // singleParam returns query parameter name (absent: ""), refusing a repeated
 // one.
 func singleParam(q url.Values, name string) (string, bool, *paramError) {
@@ -144,10 +157,16 @@ func parseFilter(q url.Values) (eventFilter, *paramError) {
 		if v == "" || utf8.RuneCountInString(v) > maxFilterLen || !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return f, &paramError{p.name, fmt.Sprintf("must be 1 to %d characters of UTF-8 text", maxFilterLen)}
 		}
+		if p.name == "drone" && !droneFilter.MatchString(v) {
+			return f, &paramError{p.name, paramMessages["drone"]}
+		}
 		*p.dst = v
 	}
 	return f, nil
 }
+
+// droneFilter is the description's drone id pattern.
+var droneFilter = describedPattern("GET /v1/events", "drone")
 
 func parseLimit(q url.Values) (int, *paramError) {
 	v, ok, perr := singleParam(q, "limit")
@@ -237,7 +256,8 @@ func (r *outboxReader) next(ctx context.Context, count int) (entries []outboxEnt
 	if err != nil {
 		return nil, false, fmt.Errorf("events: redis time: %w", err)
 	}
-	limit := &streamID{uint64(t.UnixMilli()), 0}
+	nowMs := uint64(t.UnixMilli())
+	limit := &streamID{nowMs, 0}
 	limit = ptr(limit.prev()) // the current millisecond is held back
 	for p := range r.keys {
 		msgs, err := ranges[p].Result()
@@ -252,7 +272,7 @@ func (r *outboxReader) next(ctx context.Context, count int) (entries []outboxEnt
 			// From the oldest retained: just before it.
 			r.cur[p], r.unset[p] = st.oldest.prev(), false
 		}
-		if err := st.check(p, r.cur[p]); err != nil {
+		if err := st.check(p, r.cur[p], nowMs); err != nil {
 			return nil, false, err
 		}
 		for _, m := range msgs {
@@ -315,8 +335,14 @@ func streamStateOf(cmd *redis.XInfoStreamCmd) (streamState, error) {
 // was the last one removed, so a position before the oldest retained entry
 // is refused unless no id lies between them or nothing was ever removed:
 // a 410 rather than a silent gap. An XDEL is caught by max-deleted-entry-id.
-func (st streamState) check(p int, c streamID) error {
+//
+// A position past the stream's last id whose milliseconds are ahead of
+// nowMs (Redis's TIME) was never handed out by any Redis whose clock is
+// this one's: a forged cursor, a forgedError (400), not a 410.
+func (st streamState) check(p int, c streamID, nowMs uint64) error {
 	switch {
+	case (!st.exists || st.last.less(c)) && c.ms > nowMs:
+		return &forgedError{part: p, after: c, now: nowMs}
 	case !st.exists && c != (streamID{}):
 		return &goneError{part: p, after: c, why: fmt.Sprintf("has no outbox any more (the cursor is at %s)", c)}
 	case !st.exists:
@@ -464,9 +490,14 @@ func (s *Server) writeParamError(w http.ResponseWriter, perr *paramError) {
 	eventsError(w, http.StatusBadRequest, "bad_request", perr.Error(), map[string]any{"field": perr.field})
 }
 
-// writeReadError answers a failed first read: 410 for a cursor too old,
-// 500 otherwise.
+// writeReadError answers a failed first read: 400 for a forged cursor
+// from the future, 410 for a cursor too old, 500 otherwise.
 func (s *Server) writeReadError(w http.ResponseWriter, r *http.Request, err error, field string) {
+	var forged *forgedError
+	if errors.As(err, &forged) {
+		eventsError(w, http.StatusBadRequest, "bad_request", field+": "+err.Error(), map[string]any{"field": field, "partition": forged.part})
+		return
+	}
 	var gone *goneError
 	if errors.As(err, &gone) {
 		d := map[string]any{"field": field, "partition": gone.part, "after": gone.after.String()}

@@ -176,7 +176,9 @@ func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(ver))
 	w.Header().Set("Content-Type", "application/geo+json")
-	w.Header().Set("Cache-Control", "no-cache")
+	// Not stored by the browser (alarm data, per token): a client that
+	// keeps its copy revalidates it with If-None-Match, as the page does.
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
@@ -295,7 +297,7 @@ func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 			m.s.log.Warn("map: positions frame", "err", err)
 			// A comment keeps the client's "stale" clock honest: the stream
 			// is alive, the data is not.
-			if write([]byte(": no positions: "+oneLine(err.Error())+"\n\n")) != nil {
+			if write([]byte(": no positions (the alerter's log says why)\n\n")) != nil {
 				return
 			}
 		} else if frame != nil {
@@ -313,9 +315,6 @@ func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-
-// oneLine keeps a message on one SSE comment line.
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // frame is the next positions event for a client that was sent sent, the
 // zone set version it names and the drones in it.

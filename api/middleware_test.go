@@ -108,6 +108,7 @@ func TestRateLimits(t *testing.T) {
 			t.Fatalf("%d %s", a.code, a.raw)
 		}
 		req := httptest.NewRequest("GET", "/v1/zones", nil)
+		req.Host = testHost
 		req.RemoteAddr = "192.0.2.7:4000"
 		req.Header.Set("Authorization", "Bearer "+testTokens["viewer"])
 		rec := httptest.NewRecorder()

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
@@ -85,6 +87,10 @@ type Options struct {
 	// CORSOrigins may call the API from a browser ("*": any); empty: no
 	// CORS headers.
 	CORSOrigins []string
+	// Web is the listener, public URLs and trusted proxies the Host,
+	// Origin and client-address rules go by (api/browser.go); its
+	// CORSOrigins are the ones above.
+	Web httpguard.Config
 	// RatePerToken and RatePerAddr are the requests per second one token
 	// and one client address may make (429 beyond); 0 or less: unlimited.
 	RatePerToken int
@@ -108,6 +114,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	openapi []byte
+	web     *httpguard.Guard       // api/browser.go
+	rules   map[string]*routeRules // api/described.go
 }
 
 // New returns the API for o.
@@ -131,7 +139,16 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{o: o, log: o.Logger, metrics: newHTTPMetrics(o.Registerer), openapi: doc}, nil
+	o.Web.CORSOrigins = o.CORSOrigins
+	web, err := httpguard.New(o.Web)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	rules, err := describedRules(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{o: o, log: o.Logger, metrics: newHTTPMetrics(o.Registerer), openapi: doc, web: web, rules: rules}, nil
 }
 
 // require lets a request through when its caller (CallerFrom, set by the
@@ -191,22 +208,24 @@ func allowed(r *http.Request) []string {
 // Handler returns the router of everything served on the alerter's HTTP
 // listener: /healthz, /readyz, /metrics and /openapi.json, open and on in
 // every mode, and the /v1 API behind (in this order) the per-address rate
-// limit, authentication, the per-token rate limit, the method's least role
-// and the body limit. Every answer is logged and counted (observe).
+// limit, authentication, the per-token rate limit, the method's least role,
+// the body limit and the described rules of ids, parameters and media
+// types (vet). Every answer is logged and counted (observe), and checked
+// for its Host and a cross-site write first (guard).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer, s.cors)
+	r.Use(s.forwarded, s.observe, s.recoverer, s.guard, s.cors)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
+		writeError(w, http.StatusNotFound, "not_found", "no route "+httpguard.Quote(r.URL.Path, 200), nil)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed(r), ", "))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path, nil)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", httpguard.Clip(r.Method, 20)+" is not allowed on "+httpguard.Quote(r.URL.Path, 200), nil)
 	})
 	s.mountOps(r)
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody)
+		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, s.vet)
 		s.mountAlarms(r)
 		ev := s.mountEvents(r)
 		s.mountMap(r, ev)

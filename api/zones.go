@@ -284,6 +284,9 @@ func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, &apiError{http.StatusBadRequest, "bad_request", "body: required (the zones, as JSON)", map[string]any{"field": "body"}}
 	}
+	if aerr := zoneText(b); aerr != nil {
+		return nil, aerr
+	}
 	return b, nil
 }
 

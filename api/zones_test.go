@@ -50,6 +50,9 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string, hdr ...st
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // a hdr may say otherwise
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -94,7 +94,14 @@
 // their positions and the point where they meet, as lon, lat); no NaN or
 // infinity; latitude in [-90, 90], longitude in [-180, 180]; radius > 0;
 // floor < ceiling when both are in the same reference; clear_buffer_m >=
-// 0; active_from < active_until; ids unique.
+// 0; active_from < active_until; ids unique, each 1 to 256 characters
+// (MaxIDLen) of which none is a control character (CheckID; any other
+// character, "/" included, is an id's: the alert API percent-decodes its
+// path, so /v1/zones/a%2Fb is zone "a/b"). Before any of it the document
+// itself (CheckText): valid UTF-8, since a bad byte would be read as U+FFFD
+// but stored and served as sent, and arrays and objects nested at most 64
+// (MaxDepth) deep, which the formats need a tenth of and clients' JSON
+// parsers need bounded; the error names the field's JSON path and the byte.
 //
 // # Missing and unknown values
 //
@@ -116,7 +123,7 @@
 // Field by field (GeoJSON names first; ED-269 / ED-318 after):
 //
 //	field                           missing                               unknown or bad value
-//	id / identifier                 error (Flight Blender: name, warning) -
+//	id / identifier                 error (Flight Blender: name, warning) error (over 256 characters, a control character)
 //	category                        restricted                            error
 //	restriction / type              error                                 error; NO_RESTRICTION dropped, reported
 //	floor_m, ceiling_m              no floor (ground), no ceiling (sky)   error; "120.5" read, warning

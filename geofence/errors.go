@@ -148,14 +148,14 @@ type problems struct {
 // add records an error at feature index i (0-based; -1 for the file).
 func (ps *problems) add(i int, id, field, msg string) {
 	if len(ps.list) < maxProblems {
-		ps.list = append(ps.list, Problem{Feature: i + 1, ID: id, Field: field, Msg: msg})
+		ps.list = append(ps.list, Problem{Feature: i + 1, ID: clipID(id), Field: field, Msg: msg})
 	}
 }
 
 // warn records a warning at feature index i (0-based; -1 for the file).
 func (ps *problems) warn(i int, id, field, msg string) {
 	if len(ps.warnings) < maxProblems {
-		ps.warnings = append(ps.warnings, Problem{Feature: i + 1, ID: id, Field: field, Msg: msg})
+		ps.warnings = append(ps.warnings, Problem{Feature: i + 1, ID: clipID(id), Field: field, Msg: msg})
 	} else {
 		ps.truncated++
 	}

@@ -23,6 +23,9 @@ func readAll(r io.Reader) ([]byte, error) {
 	if len(b) > maxFileSize {
 		return nil, fmt.Errorf("zone file larger than %d bytes", maxFileSize)
 	}
+	if err := CheckText(b); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 

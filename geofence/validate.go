@@ -44,8 +44,8 @@ var genericNames = fieldNames{
 
 // checkZone adds a problem for everything wrong with z.
 func checkZone(z *Zone, n *fieldNames, add func(field, msg string)) {
-	if z.ID == "" {
-		add(n.id, "required")
+	if msg := CheckID(z.ID); msg != "" {
+		add(n.id, msg)
 	}
 	if z.Category != Restricted && z.Category != Warning {
 		add(n.category, fmt.Sprintf("must be %q or %q, not %q", Restricted, Warning, z.Category))

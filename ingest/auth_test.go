@@ -59,7 +59,7 @@ func sendReq(t *testing.T, h http.Handler, q authReq) reqAnswer {
 	if q.path == "" {
 		q.path = "/v1/telemetry"
 	}
-	r := httptest.NewRequest(q.method, q.path, bytes.NewReader(q.body))
+	r := httptest.NewRequest(q.method, "http://127.0.0.1"+q.path, bytes.NewReader(q.body))
 	r.RemoteAddr = "127.0.0.1:40000"
 	if q.remote != "" {
 		r.RemoteAddr = q.remote
@@ -96,7 +96,7 @@ func ndjsonOf(ids ...string) []byte {
 func scrapeMetrics(t *testing.T, h http.Handler) string {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/metrics", nil))
 	return w.Body.String()
 }
 

@@ -46,7 +46,7 @@ func BenchmarkPostTelemetry(b *testing.B) {
 			b.SetBytes(int64(len(bc.body)))
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				req := httptest.NewRequest(http.MethodPost, "/v1/telemetry", bytes.NewReader(bc.body))
+				req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/telemetry", bytes.NewReader(bc.body))
 				req.RemoteAddr = "127.0.0.1:40000"
 				req.Header.Set("Content-Type", bc.contentType)
 				s.ServeHTTP(w, req)

@@ -16,7 +16,7 @@ import (
 // postFeed posts body to route from a loopback client.
 func postFeed(t *testing.T, s *Server, route, ctype, body string) (int, map[string]any) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, route, strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+route, strings.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:40000"
 	req.Header.Set("Content-Type", ctype)
 	w := httptest.NewRecorder()

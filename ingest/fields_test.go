@@ -22,7 +22,7 @@ func line(seq int, optional string) string {
 func metricsText(t *testing.T, s *Server) string {
 	t.Helper()
 	w := httptest.NewRecorder()
-	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/metrics", nil))
 	return w.Body.String()
 }
 

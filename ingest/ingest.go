@@ -63,6 +63,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/nofly-dev/nofly/ingest/feedkey"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -141,6 +142,9 @@ type Options struct {
 	Feeds *feedkey.Set
 	// InsecureOpenIntake, without Feeds, lets every client write.
 	InsecureOpenIntake bool
+	// Web is the listener, public URLs and trusted proxies of the Host,
+	// Origin and client-address rules (browser.go).
+	Web httpguard.Config
 }
 
 // Server is the intake's HTTP handler. Use Handler to mount it.
@@ -151,6 +155,7 @@ type Server struct {
 	auth     *authMetrics
 	limiters map[string]*rate.Limiter // per rated feed
 	router   chi.Router
+	web      *httpguard.Guard
 	draining atomic.Bool
 	bufs     sync.Pool
 }
@@ -201,10 +206,14 @@ func NewServer(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, log: opt.Logger, m: m, auth: am, limiters: newLimiters(opt.Feeds)}
+	web, err := httpguard.New(opt.Web)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	s := &Server{opt: opt, log: opt.Logger, m: m, auth: am, limiters: newLimiters(opt.Feeds), web: web}
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.observe, s.authenticate)
+	r.Use(middleware.Recoverer, s.forwarded, s.observe, s.guard, s.authenticate)
 	r.Post("/v1/telemetry", s.postTelemetry)
 	r.With(withDecoders(ridDecoders)).Post(RouteRID, s.postTelemetry)
 	r.With(withDecoders(odidDecoders)).Post(RouteODID, s.postTelemetry)
@@ -232,6 +241,10 @@ func (s *Server) Limits() Limits { return s.opt.Limits }
 type errorBody struct {
 	Error  string      `json:"error,omitempty"`
 	Errors []LineError `json:"errors,omitempty"`
+	// Code names the refusals of browser.go and the 500 (produce_failed);
+	// RequestID is the 500's, under which the log has the detail.
+	Code      string `json:"code,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -245,8 +258,17 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, rej *rejection) 
 	if rej.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.opt.RetryAfter.Seconds()))))
 	}
+	body := errorBody{Error: rej.message, Errors: rej.errs}
+	if rej.status == http.StatusInternalServerError {
+		// The cause (Kafka's error, a broker's address) is logged under
+		// the request id, never answered.
+		body.Code, body.RequestID = rej.reason, newRequestID()
+		body.Error += "; the intake's log has the detail under request_id " + body.RequestID
+		s.log.Error("ingest: request failed", "request_id", body.RequestID, "reason", rej.reason, "records", rej.records,
+			"cause", fmt.Sprint(rej.cause))
+	}
 	setOutcome(r, rej.records, rej.reason, rej.message, rej.cause)
-	writeJSON(w, rej.status, errorBody{Error: rej.message, Errors: rej.errs})
+	writeJSON(w, rej.status, body)
 }
 
 // mediaTypes maps the accepted Content-Types to their decoders.
@@ -267,12 +289,12 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Accept-Encoding", "gzip")
 		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
-			message: fmt.Sprintf("Content-Encoding %q is not supported; send gzip or no encoding", coding)})
+			message: fmt.Sprintf("Content-Encoding %s is not supported; send gzip or no encoding", httpguard.Quote(coding, 100))})
 		return
 	}
 	if err != nil || decode == nil {
 		s.reject(w, r, &rejection{status: http.StatusUnsupportedMediaType, reason: reasonMediaType,
-			message: fmt.Sprintf("Content-Type %q is not supported; use application/x-ndjson or application/json (UTF-8)", r.Header.Get("Content-Type"))})
+			message: fmt.Sprintf("Content-Type %s is not supported; use application/x-ndjson or application/json (UTF-8)", httpguard.Quote(r.Header.Get("Content-Type"), 100))})
 		return
 	}
 	if r.ContentLength > lim.MaxBodyBytes {
@@ -376,7 +398,7 @@ func (s *Server) produceRejection(r *http.Request, err error, b batch) *rejectio
 			message: "Kafka did not acknowledge the records in time; retry the request later (records may have been written: a re-sent record is a duplicate to the alerter, so a retry is safe)"}
 	}
 	return &rejection{status: http.StatusInternalServerError, reason: reasonProduce, records: n, cause: err,
-		message: "Kafka refused the records: " + err.Error()}
+		message: "Kafka refused the records (some may be in the log: (drone_id, seq) makes a retry safe)"}
 }
 
 func produceResult(err error) string {
@@ -399,7 +421,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		if err := s.opt.Ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+			// Open to anyone: what failed (a broker's address) is logged,
+			// not answered.
+			s.log.Info("ingest: not ready", "error", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "Kafka is not ready (the intake's log says why)"})
 			return
 		}
 	}

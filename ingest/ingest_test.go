@@ -87,7 +87,7 @@ type response struct {
 
 func post(t *testing.T, h http.Handler, contentType, body string) response {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/telemetry", strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/telemetry", strings.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:40000" // without feed keys only loopback may write (auth.go)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -286,7 +286,7 @@ func TestProduceErrors(t *testing.T) {
 				t.Errorf("400 errors %+v, want one naming line 2", res.errBody.Errors)
 			}
 			w := httptest.NewRecorder()
-			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/metrics", nil))
 			if !strings.Contains(w.Body.String(), "nofly_ingest_records_accepted_total 0") {
 				t.Errorf("accepted counter moved after a failure:\n%s", w.Body.String())
 			}
@@ -360,7 +360,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}
 	get := func(path string) (int, string) {
 		w := httptest.NewRecorder()
-		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
 		return w.Code, w.Body.String()
 	}
 	post(t, s, ndjson, rec("A", 1))
@@ -374,7 +374,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}{
 		{"healthz", nil, "/healthz", 200, []string{`"ok"`}},
 		{"ready", nil, "/readyz", 200, []string{`"ready"`}},
-		{"not ready", func() { readyErr = errors.New("no metadata") }, "/readyz", 503, []string{"no metadata"}},
+		{"not ready", func() { readyErr = errors.New("no metadata") }, "/readyz", 503, []string{"Kafka is not ready"}}, // the detail is logged (TestHostileIngestInternalErrorsHidden)
 		{"metrics", nil, "/metrics", 200, []string{
 			"nofly_ingest_records_accepted_total 1",
 			`nofly_ingest_records_rejected_total{reason="invalid"} 1`,
@@ -411,7 +411,7 @@ func TestClientGone(t *testing.T) {
 	defer close(fp.hold)
 	s := newTestServer(t, fp, Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/telemetry", strings.NewReader(rec("A", 1)))
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/v1/telemetry", strings.NewReader(rec("A", 1)))
 	req.RemoteAddr = "127.0.0.1:40000"
 	req.Header.Set("Content-Type", ndjson)
 	w := httptest.NewRecorder()
@@ -424,7 +424,7 @@ func TestClientGone(t *testing.T) {
 		t.Fatalf("status %d, want 499", w.Code)
 	}
 	m := httptest.NewRecorder()
-	s.ServeHTTP(m, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	s.ServeHTTP(m, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/metrics", nil))
 	for _, want := range []string{`nofly_ingest_records_rejected_total{reason="client_closed"} 1`,
 		`nofly_ingest_records_rejected_total{reason="kafka_unavailable"} 0`,
 		`nofly_ingest_http_requests_total{code="499",route="/v1/telemetry"} 1`} {

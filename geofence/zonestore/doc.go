@@ -35,6 +35,9 @@ func (v Validator) Normalize(b []byte) (geofence.Format, json.RawMessage, *geofe
 	if len(set.Zones) == 0 && !v.AllowEmpty {
 		return "", nil, set, fmt.Errorf("%s: %w", set.Report.Summary(), ErrNoZones)
 	}
+	if err := reservedIDs(set, format); err != nil {
+		return "", nil, nil, err
+	}
 	var doc map[string]json.RawMessage
 	switch format {
 	case geofence.FormatGeoJSON, geofence.FormatED318:
@@ -234,4 +237,27 @@ func WithVersion(doc json.RawMessage, version int64) (json.RawMessage, error) {
 	v, _ := json.Marshal(version)
 	m["version"] = v
 	return json.Marshal(m)
+}
+
+// ReservedID is the zone id no stored set may hold: the alert API's GET
+// /v1/zones/history is the zone history, so a zone of that id could not
+// be read at /v1/zones/{id}.
+const ReservedID = "history"
+
+// reservedIDs refuses a set holding a zone of the ReservedID, naming it.
+func reservedIDs(set *geofence.ZoneSet, format geofence.Format) error {
+	field := "properties.id"
+	switch format {
+	case geofence.FormatED318:
+		field = "properties.identifier"
+	case geofence.FormatED269:
+		field = "identifier"
+	}
+	for _, z := range set.Zones {
+		if z.ID == ReservedID {
+			return &geofence.ValidationError{Problems: []geofence.Problem{{ID: z.ID, Field: field,
+				Msg: fmt.Sprintf("%q is reserved: GET /v1/zones/%s is the zone history, so no zone may have that id", ReservedID, ReservedID)}}}
+		}
+	}
+	return nil
 }

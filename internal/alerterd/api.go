@@ -17,6 +17,7 @@ import (
 
 	"github.com/nofly-dev/nofly/api"
 	"github.com/nofly-dev/nofly/dashboard"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/redisconn"
 )
 
@@ -92,6 +93,7 @@ func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *
 		ZoneValidator: cfg.zoneValidator(),
 		Tokens:        auth.tokens, Off: auth.off,
 		CORSOrigins:  cfg.APICORSOrigins,
+		Web:          httpguard.Config{Listen: cfg.HTTPAddr, PublicURLs: cfg.PublicURLs, TrustedProxies: cfg.TrustedProxies},
 		RatePerToken: cfg.APIRatePerToken, RatePerAddr: cfg.APIRatePerAddr,
 		Dashboard: dashboard.Handler(), DashboardFiles: dashboard.Files(),
 	})

@@ -87,7 +87,7 @@ func TestAPIAuthModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			get := func(path, token string) int {
-				req := httptest.NewRequest(http.MethodGet, path, nil)
+				req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)
 				if token != "" {
 					req.Header.Set("Authorization", "Bearer "+token)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/redisconn"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -75,8 +76,14 @@ type Config struct {
 	// it the API is served only on a loopback HTTPAddr, unauthenticated, and
 	// is off on any other. AlarmRetention is how long alarm history is kept.
 	// The rates are requests per second (0: unlimited).
-	APITokens       string
-	APICORSOrigins  []string
+	APITokens      string
+	APICORSOrigins []string
+	// PublicURLs are the URLs clients reach HTTPAddr by (a proxy's, a DNS
+	// name's, a compose service's): their hosts pass the Host check, their
+	// origins the cross-site one. TrustedProxies are the proxies whose
+	// X-Forwarded-For or Forwarded names the client (api/browser.go).
+	PublicURLs      []string
+	TrustedProxies  []string
 	APIRatePerToken int
 	APIRatePerAddr  int
 	AlarmRetention  time.Duration
@@ -219,6 +226,14 @@ func (c Config) Validate() error {
 	case c.AlarmRetention < time.Minute:
 		return badField("AlarmRetention", "must be at least 1m")
 	}
+	for _, u := range c.PublicURLs {
+		if _, err := httpguard.ParsePublicURL(u); err != nil {
+			return badField("PublicURLs", err.Error()+" (http or https, a host, an optional port, nothing after but /)")
+		}
+	}
+	if _, err := httpguard.ParseProxies(c.TrustedProxies); err != nil {
+		return badField("TrustedProxies", err.Error())
+	}
 	for _, o := range c.APICORSOrigins {
 		if o != "*" && !validOrigin(o) {
 			return badField("APICORSOrigins", fmt.Sprintf("%q is not an origin (scheme://host[:port], or *)", o))
@@ -294,6 +309,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
 	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},
 	{Name: "APICORSOrigins", Flag: "api-cors-origins", Env: "NOFLY_API_CORS_ORIGINS", Usage: "origins a browser may call the API from, comma separated (* for any); empty: no CORS"},
+	{Name: "PublicURLs", Flag: "public-url", Env: "NOFLY_ALERTER_PUBLIC_URLS", Usage: "a URL clients reach --http by (http[s]://host[:port]); its host is accepted as Host and its origin as a write's Origin (the listener's addresses, localhost and the hostname always are); repeatable, or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
+	{Name: "TrustedProxies", Flag: "trusted-proxies", Env: "NOFLY_TRUSTED_PROXIES", Usage: "proxies (CIDRs or addresses, comma separated) whose X-Forwarded-For (or Forwarded) names the client for rate limits, logs and the loopback check; empty: the connection's peer is the client"},
 	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
 	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},

@@ -117,6 +117,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
 		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
 		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
+		PublicURLs: []string{"https://nofly.example", "http://alerter:9102"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"},
 		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
 	}
 	d := DefaultConfig()
@@ -149,7 +150,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	vars, flags = empty.Environ()
 	if want := []string{"--kafka-tls-ca=", "--kafka-tls-cert=", "--kafka-tls-key=", "--kafka-sasl=", "--kafka-sasl-user=", "--kafka-sasl-password-file=",
 		"--redis-user=", "--redis-password-file=", "--redis-tls-ca=", "--redis-tls-cert=", "--redis-tls-key=",
-		"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins="}; !reflect.DeepEqual(flags, want) {
+		"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins=", "--public-url=", "--trusted-proxies="}; !reflect.DeepEqual(flags, want) {
 		t.Fatalf("flags %v, want %v", flags, want)
 	}
 	env = map[string]string{}

@@ -1,131 +1,83 @@
 package alerterd
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nofly-dev/nofly/alerts/dronestore"
-	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/internal/testenv"
-	"github.com/nofly-dev/nofly/producer"
 )
 
-// TestHostileRecordsCannotSilenceADrone: the issue's two probes, end to end
-// on the real Kafka and Redis — records posted to a live ingest, decided by
-// a live alerter. A drone that sent seq 2^63-1 still raises its next
-// incursion; a drone reporting heights no aircraft can have (alt_m -1e300,
-// agl_m 1e300) inside a 50-120 m band raises, its height taken as unknown.
-// Controls that would stay silent if the fix were missing: a drone really
-// above the band raises nothing, and the wild record's re-send and a stale
-// re-send are still dropped.
-func TestHostileRecordsCannotSilenceADrone(t *testing.T) {
-	t.Parallel()
-	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
-	p := newPipeline(t, brokers, raddr, 2)
-	p.startInProcess(p.config())
-
-	ctx := context.Background()
-	prod, err := producer.New(ctx, producer.Config{Brokers: brokers, Topic: p.topic, ClientID: "hostile-test"})
+// TestHostileAlerterFlags: --public-url (repeatable, or the variable's
+// comma-separated list) and --trusted-proxies reach the API: a public
+// URL's host passes the Host check that refuses any other name (421, in
+// the loopback mode too), and a trusted proxy's X-Forwarded-For is the
+// client logged; bad values stop the command at start naming the flag.
+func TestHostileAlerterFlags(t *testing.T) {
+	env := map[string]string{"NOFLY_ZONES": "z", "NOFLY_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8"}
+	cfg, err := parseConfig([]string{"--http", "127.0.0.1:9102", "--public-url", "https://nofly.example.com", "--public-url", "http://alerter:9102,http://10.1.1.1:9102/"},
+		func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = prod.Close(context.Background()) })
-	in, err := ingest.NewServer(ingest.Options{Producer: prod})
-	if err != nil {
-		t.Fatal(err)
+	if want := []string{"https://nofly.example.com", "http://alerter:9102", "http://10.1.1.1:9102/"}; !reflect.DeepEqual(cfg.PublicURLs, want) {
+		t.Fatalf("PublicURLs %v, want %v", cfg.PublicURLs, want)
 	}
-	srv := httptest.NewServer(in)
-	t.Cleanup(srv.Close)
-
-	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
-	at := func(s int) string { return t0.Add(time.Duration(s) * time.Second).Format(time.RFC3339) }
-	const (
-		outside = `"lat":51.55,"lon":-0.30`  // no zone
-		inPOLY  = `"lat":51.47,"lon":-0.47`  // POLY, no vertical limits
-		inBAND  = `"lat":51.435,"lon":-0.52` // BAND, 50-120 m AMSL
-	)
-	rec := func(drone string, seq int64, sec int, where, extra string) string {
-		return fmt.Sprintf(`{"drone_id":%q,"seq":%d,"ts":%q,%s%s}`, drone, seq, at(sec), where, extra)
+	if want := []string{"127.0.0.1", "10.0.0.0/8"}; !reflect.DeepEqual(cfg.TrustedProxies, want) {
+		t.Fatalf("TrustedProxies %v, want %v", cfg.TrustedProxies, want)
 	}
-	lines := []string{
-		// WILD: a wild seq, then its counter goes on, into POLY.
-		rec("WILD", 1, 0, outside, ""),
-		rec("WILD", 1<<63-1, 1, outside, ""),
-		rec("WILD", 2, 2, outside, ""),
-		rec("WILD", 3, 3, inPOLY, ""),
-		rec("WILD", 1<<63-1, 1, inPOLY, ""), // the wild record again: a duplicate
-		rec("WILD", 1, 0, inPOLY, ""),       // stale
-		// HIGH: heights outside any physical range over the band.
-		rec("HIGH", 1, 0, outside, `,"alt_m":80`),
-		rec("HIGH", 2, 1, inBAND, `,"alt_m":-1e300,"agl_m":1e300`),
-		// OVER: really above the band: no alarm (the control).
-		rec("OVER", 1, 0, inBAND, `,"alt_m":5000`),
-	}
-	res, err := http.Post(srv.URL+"/v1/telemetry", "application/x-ndjson", strings.NewReader(strings.Join(lines, "\n")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body struct {
-		Accepted int `json:"accepted"`
-		Warnings []struct {
-			Line  int    `json:"line"`
-			Field string `json:"field"`
-		} `json:"warnings"`
-	}
-	_ = json.NewDecoder(res.Body).Decode(&body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted || body.Accepted != len(lines) {
-		t.Fatalf("ingest answered %d, accepted %d of %d", res.StatusCode, body.Accepted, len(lines))
-	}
-	if len(body.Warnings) != 2 || body.Warnings[0].Line != 8 || body.Warnings[0].Field != "alt_m" || body.Warnings[1].Field != "agl_m" {
-		t.Errorf("warnings %+v: want alt_m and agl_m of line 8 dropped", body.Warnings)
-	}
-	testenv.CheckFor(t, 60*time.Second, p.caughtUp)
-
-	type ev struct {
-		Type          string `json:"type"`
-		DroneID       string `json:"drone_id"`
-		ZoneID        string `json:"zone_id"`
-		Seq           int64  `json:"seq"`
-		HeightAssumed bool   `json:"height_assumed"`
-	}
-	var got []string
-	for _, l := range p.outbox() {
-		var e ev
-		if err := json.Unmarshal(l, &e); err != nil {
-			t.Fatal(err)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--public-url", "nofly.example.com"}, "PublicURLs (--public-url, NOFLY_ALERTER_PUBLIC_URLS)"},
+		{[]string{"--public-url", "https://nofly.example.com/api"}, "PublicURLs (--public-url, NOFLY_ALERTER_PUBLIC_URLS)"},
+		{[]string{"--public-url", "ftp://x"}, "PublicURLs"},
+		{[]string{"--trusted-proxies", "10.0.0.0/40"}, "TrustedProxies (--trusted-proxies, NOFLY_TRUSTED_PROXIES)"},
+		{[]string{"--trusted-proxies", "proxy.internal"}, "TrustedProxies"},
+	} {
+		if _, err := parseConfig(append([]string{"--zones", "z"}, tt.args...), func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error naming %s", tt.args, err, tt.want)
 		}
-		got = append(got, fmt.Sprintf("%s %s %s %d assumed=%v", e.Type, e.DroneID, e.ZoneID, e.Seq, e.HeightAssumed))
-	}
-	slices.Sort(got)
-	want := []string{"raised HIGH BAND 2 assumed=true", "raised WILD POLY 3 assumed=false"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("events %q, want %q", got, want)
 	}
 
-	ds, err := dronestore.New(dronestore.Options{Redis: p.rc, Prefix: p.prefix, Topic: p.topic, Partitions: p.partitions})
+	cfg.RedisAddr, cfg.RedisPrefix = testenv.Redis(t), testenv.RedisPrefix(t, "alerter-hostile")
+	auth, err := cfg.loadAPIAuth()
 	if err != nil {
 		t.Fatal(err)
 	}
-	high, err := ds.Get(ctx, "HIGH")
+	var logs bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h, err := newAPI(ctx, cfg, auth, 2, newMetrics().reg, nil, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(high.Dropped, []string{"alt_m", "agl_m"}) || high.AltM != nil {
-		t.Errorf("HIGH on /v1/drones: dropped %v alt_m %v, want alt_m and agl_m dropped", high.Dropped, high.AltM)
+	get := func(host, xff string) int {
+		req := httptest.NewRequest(http.MethodGet, "/v1/alarms", nil)
+		req.Host, req.RemoteAddr = host, "127.0.0.1:5000"
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
 	}
-	wild, err := ds.Get(ctx, "WILD")
-	if err != nil {
-		t.Fatal(err)
+	for host, want := range map[string]int{"nofly.example.com": 200, "alerter:9102": 200, "10.1.1.1:9102": 200, "127.0.0.1:9102": 200,
+		"localhost:9102": 200, "attacker.example:9102": 421, "10.9.9.9:9102": 421} {
+		if got := get(host, ""); got != want {
+			t.Errorf("Host %s: %d, want %d", host, got, want)
+		}
 	}
-	if wild.SeqResets != 1 || wild.Seq != 3 {
-		t.Errorf("WILD on /v1/drones: seq %d, seq_resets %d; want 3 and 1", wild.Seq, wild.SeqResets)
+	if got := get("127.0.0.1:9102", "203.0.113.7"); got != 403 {
+		t.Errorf("a remote client forwarded by the trusted loopback proxy, no token file: %d, want 403", got)
+	}
+	if !strings.Contains(logs.String(), `"remote":"203.0.113.7"`) {
+		t.Errorf("the log does not name the forwarded client: %s", logs.String())
 	}
 }

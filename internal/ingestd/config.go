@@ -2,6 +2,7 @@ package ingestd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/internal/envflag"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
@@ -37,6 +39,12 @@ type Config struct {
 
 	FeedKeys           string // the feed key file; "" = none
 	InsecureOpenIntake bool
+
+	// PublicURLs are the URLs feeds reach Addr by (their hosts pass the
+	// Host check, their origins the cross-site one); TrustedProxies the
+	// proxies whose X-Forwarded-For names the client (ingest/browser.go).
+	PublicURLs     []string
+	TrustedProxies []string
 
 	LogLevel string // debug, info, warn, error
 }
@@ -107,6 +115,14 @@ func (c Config) Validate() error {
 	case c.ShutdownTimeout < c.ProduceTimeout:
 		return badField("ShutdownTimeout", fmt.Sprintf("must be at least ProduceTimeout (%v), so in-flight requests can finish", c.ProduceTimeout))
 	}
+	for _, u := range c.PublicURLs {
+		if _, err := httpguard.ParsePublicURL(u); err != nil {
+			return badField("PublicURLs", err.Error()+" (http or https, a host, an optional port, nothing after but /)")
+		}
+	}
+	if _, err := httpguard.ParseProxies(c.TrustedProxies); err != nil {
+		return badField("TrustedProxies", err.Error())
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return badField("LogLevel", err.Error())
 	}
@@ -143,6 +159,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "MaxRecordAge", Flag: "max-record-age", Env: "NOFLY_INGEST_MAX_RECORD_AGE", Usage: "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound"},
 	{Name: "FeedKeys", Flag: "feed-keys", Env: "NOFLY_INGEST_FEED_KEYS", Usage: "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write"},
 	{Name: "InsecureOpenIntake", Flag: "insecure-open-intake", Env: "NOFLY_INGEST_INSECURE_OPEN_INTAKE", Usage: "without --feed-keys, let every client write, not only loopback ones (insecure)"},
+	{Name: "PublicURLs", Flag: "public-url", Env: "NOFLY_INGEST_PUBLIC_URLS", Usage: "a URL feeds reach --addr by (http[s]://host[:port]); its host is accepted as Host and its origin as a write's Origin (the listener's addresses, localhost and the hostname always are); repeatable, or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
+	{Name: "TrustedProxies", Flag: "trusted-proxies", Env: "NOFLY_TRUSTED_PROXIES", Usage: "proxies (CIDRs or addresses, comma separated) whose X-Forwarded-For (or Forwarded) names the client for logs and the loopback check; empty: the connection's peer is the client"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "log level: debug, info, warn, error"},
 })
 
@@ -165,5 +183,5 @@ func (f *flagSet) kafkaFlags(c *Config) {
 // serveFlags registers the fields of the HTTP intake.
 func (f *flagSet) serveFlags(c *Config) {
 	configFields.RegisterOnly(f.FlagSet, c, "Addr", "MaxBodyBytes", "MaxRecords", "MaxLineBytes", "ProduceTimeout", "RetryAfter",
-		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge")
+		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies")
 }

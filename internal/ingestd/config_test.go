@@ -172,6 +172,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		ProduceTimeout: 2 * time.Second, RetryAfter: 3 * time.Second, ShutdownTimeout: 4 * time.Second,
 		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour,
 		FeedKeys: "keys", LogLevel: "debug",
+		PublicURLs: []string{"https://ingest.example", "http://ingest:8080"}, TrustedProxies: []string{"10.0.0.0/8", "::1"},
 	}
 	open := full
 	open.FeedKeys, open.InsecureOpenIntake = "", true
@@ -186,7 +187,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	}{
 		{"every field set", full, nil},
 		{"open intake", open, []string{"--feed-keys="}},
-		{"defaults", noKeys, append(noSecurity, "--feed-keys=")},
+		{"defaults", noKeys, append(noSecurity, "--feed-keys=", "--public-url=", "--trusted-proxies=")},
 	}
 	d := DefaultConfig()
 	for i, v := 0, reflect.ValueOf(full); i < v.NumField(); i++ {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/ingest/feedkey"
+	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
@@ -108,6 +109,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 
 		Feeds:              s.feeds,
 		InsecureOpenIntake: cfg.InsecureOpenIntake,
+		Web:                httpguard.Config{Listen: cfg.Addr, PublicURLs: cfg.PublicURLs, TrustedProxies: cfg.TrustedProxies},
 
 		MaxClockSkewAhead: noBound(cfg.MaxClockSkewAhead),
 		MaxRecordAge:      cfg.MaxRecordAge,

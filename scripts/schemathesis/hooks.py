@@ -59,6 +59,7 @@ import json
 import os
 import re
 import threading
+import urllib.parse
 import zlib
 
 import schemathesis
@@ -403,7 +404,10 @@ def map_alerter_case(case):
             drop = zlib.crc32(json.dumps(salt, sort_keys=True, default=repr).encode()) % len(feats)
             case.body = {**ZONE_SET, "features": feats[:drop] + feats[drop + 1:]}
         elif op[1] == "/v1/zones/{id}":
-            case.body = valid_feature(pp["id"], salt)
+            # The path parameter as schemathesis holds it is percent-encoded;
+            # the server decodes it (api/params.go), so the feature's id is
+            # the decoded one.
+            case.body = valid_feature(urllib.parse.unquote(pp["id"]), salt)
         else:
             return
         made.add(case.id)
@@ -494,7 +498,8 @@ def keep_alerter_failure(failure, case, response):
         if op == ("PUT", "/v1/zones/{id}") and details.get("field") == "properties.id":
             props = case.body.get("properties") if isinstance(case.body, dict) else None
             given = props.get("id") if isinstance(props, dict) else None
-            return not (isinstance(given, str) and given != case.path_parameters.get("id"))
+            path_id = urllib.parse.unquote(case.path_parameters.get("id") or "")
+            return not (isinstance(given, str) and given != path_id)
     return True
 
 
