@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/api"
 	"github.com/nofly-dev/nofly/dedup"
@@ -54,6 +55,12 @@ type Config struct {
 	StrictZones       bool
 	ConservativeZones bool
 	AllowEmptyZones   bool
+
+	// The log's clock (alerts.Timing): an active alarm's drone silent this
+	// long gets signal_lost; a drone without an alarm silent DroneTTL is
+	// forgotten (engine and Redis).
+	SignalLostAfter time.Duration
+	DroneTTL        time.Duration
 
 	Batch  int           // records per batch at most
 	Linger time.Duration // how long a batch waits to fill after its first record
@@ -132,6 +139,8 @@ func DefaultConfig() Config {
 		RedisAddr:           "127.0.0.1:6379",
 		RedisPrefix:         dedup.DefaultPrefix,
 		EventTTL:            dedup.DefaultEventTTL,
+		SignalLostAfter:     alerts.DefaultSignalLostAfter,
+		DroneTTL:            alerts.DefaultDroneTTL,
 		RedisReplicaTimeout: redisreplica.DefaultTimeout,
 		Batch:               500,
 		Linger:              20 * time.Millisecond,
@@ -193,6 +202,10 @@ func (c Config) Validate() error {
 		return badField("RedisPrefix", "required, without { or }")
 	case c.EventTTL < time.Minute:
 		return badField("EventTTL", "must be at least 1m (it must outlive any replay window)")
+	case c.SignalLostAfter < time.Second:
+		return badField("SignalLostAfter", "must be at least 1s (ingest ticks once a second)")
+	case c.DroneTTL < 15*time.Minute || c.DroneTTL < c.SignalLostAfter:
+		return badField("DroneTTL", "must be at least 15m (above ingest's 10-minute bound on a ts ahead) and at least --signal-lost-after")
 	case c.RedisMinReplicas < 0:
 		return badField("RedisMinReplicas", "must be 0 (off) or the number of replicas each write must reach")
 	case c.RedisReplicaTimeout < 10*time.Millisecond || c.RedisReplicaTimeout > 2*time.Second:
@@ -296,6 +309,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "StrictZones", Flag: "strict-zones", Env: "NOFLY_STRICT_ZONES", Usage: "unknown GeoJSON zone properties are errors, not warnings"},
 	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},
 	{Name: "AllowEmptyZones", Flag: "allow-empty-zones", Env: "NOFLY_ALLOW_EMPTY_ZONES", Usage: "start (and reload) with a zone file that leaves no zone, which raises no alarm"},
+	{Name: "SignalLostAfter", Flag: "signal-lost-after", Env: "NOFLY_SIGNAL_LOST_AFTER", Usage: "an active alarm whose drone was not heard this long on the log's clock gets one signal_lost event (the alarm stays active; the next position emits signal_regained)"},
+	{Name: "DroneTTL", Flag: "drone-ttl", Env: "NOFLY_DRONE_TTL", Usage: "a drone without an active alarm not heard this long on the log's clock is forgotten (engine and Redis; a drone that raised is kept --event-ttl after the raise)"},
 	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
 	{Name: "Linger", Flag: "linger", Env: "NOFLY_ALERTER_LINGER", Usage: "how long a batch waits to fill after its first record"},
 	{Name: "SessionTimeout", Flag: "session-timeout", Env: "NOFLY_ALERTER_SESSION_TIMEOUT", Usage: "consumer group session timeout"},

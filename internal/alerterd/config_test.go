@@ -119,6 +119,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
 		PublicURLs: []string{"https://nofly.example", "http://alerter:9102"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"},
 		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
+		SignalLostAfter: 45 * time.Second, DroneTTL: 2 * time.Hour,
 	}
 	d := DefaultConfig()
 	cv, dv := reflect.ValueOf(c), reflect.ValueOf(d)

@@ -25,7 +25,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
-	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin)")
+	for _, f := range []string{"SignalLostAfter", "DroneTTL", "EventTTL"} {
+		fs.field(&c, f, usages[f])
+	}
+	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin); a line's receive time, the log's clock, from its \"received\" (RFC 3339) or a \"<unix ms>\\t\" prefix (kcat -f '%T\\t%s\\n'); tick lines {\"tick\":...} move the clock too")
 	history := fs.String("zone-history", "", "zone history: GET /v1/zones/history's answer saved to a file, or that URL (bearer token from NOFLY_API_TOKEN): each record is evaluated with the zone set version its partition used live; needs --partition")
 	partition := fs.Int("partition", -1, "the partition the input was dumped from (with --zone-history): its zone switches apply, and the events carry it")
 	firstOffset := fs.Int64("first-offset", 0, "the offset of the input's first line (line n is offset first-offset+n-1), for a partition dumped from later than offset 0")
@@ -42,6 +45,10 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return fmt.Errorf("%w: --input is required", ErrConfig)
 	case c.Batch < 1:
 		return badField("Batch", "must be at least 1")
+	case c.SignalLostAfter < time.Second:
+		return badField("SignalLostAfter", "must be at least 1s")
+	case c.DroneTTL < c.SignalLostAfter:
+		return badField("DroneTTL", "must be at least --signal-lost-after")
 	}
 	log := newLogger(stderr, c.LogLevel)
 	var ix *geofence.Index // the zones before the first switch
@@ -81,7 +88,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	// Without --zones, ix is nil: every record is after a switch
 	// (historySwitches checks).
 	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict,
-		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches,
+		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches, Timing: c.timing(),
 		Progress: func(p consume.ReplayProgress) { logProgress(log, p, size) }, ProgressEvery: replayProgressEvery})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/geofence"
@@ -145,8 +146,13 @@ func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, 
 		Batch: c.Batch, Linger: c.Linger,
 		SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval, RebalanceTimeout: c.RebalanceTimeout,
 		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL, AlarmRetention: c.AlarmRetention, Replicas: c.replicas(),
-		Zones: zones, Logger: log,
+		Zones: zones, Logger: log, Timing: c.timing(),
 	}
+}
+
+// timing is the engines' clock settings from the flags.
+func (c Config) timing() alerts.Timing {
+	return alerts.Timing{SignalLostAfter: c.SignalLostAfter, DroneTTL: c.DroneTTL, KeepAfterRaise: c.EventTTL}
 }
 
 // dispatch is the outbox dispatcher of a serving alerter and its Redis
