@@ -37,6 +37,10 @@ type Config struct {
 	MaxClockSkewAhead time.Duration // 0 = no bound
 	MaxRecordAge      time.Duration // 0 = no bound
 
+	// TickInterval is how often ingest writes a clock tick to every
+	// partition (ticker.go): the alerter's clock when no telemetry flows.
+	TickInterval time.Duration
+
 	FeedKeys           string // the feed key file; "" = none
 	InsecureOpenIntake bool
 
@@ -67,6 +71,7 @@ func DefaultConfig() Config {
 		LogLevel:        "info",
 
 		MaxClockSkewAhead: ingest.DefaultMaxClockSkewAhead,
+		TickInterval:      DefaultTickInterval,
 	}
 }
 
@@ -108,6 +113,8 @@ func (c Config) Validate() error {
 		return badField("ProduceTimeout", "must be positive")
 	case c.RetryAfter < time.Second:
 		return badField("RetryAfter", "must be at least 1s (Retry-After is in whole seconds)")
+	case c.TickInterval < 100*time.Millisecond || c.TickInterval > time.Second:
+		return badField("TickInterval", "must be between 100ms and 1s: the alerter's clock moves only with records, and a partition without telemetry has only the ticks")
 	case c.MaxClockSkewAhead < 0:
 		return badField("MaxClockSkewAhead", "must not be negative (0 = no bound)")
 	case c.MaxRecordAge < 0:
@@ -157,6 +164,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "ShutdownTimeout", Flag: "shutdown-timeout", Env: "NOFLY_INGEST_SHUTDOWN_TIMEOUT", Usage: "how long a SIGTERM waits for in-flight requests and queued records"},
 	{Name: "MaxClockSkewAhead", Flag: "max-clock-skew-ahead", Env: "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD", Usage: "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound"},
 	{Name: "MaxRecordAge", Flag: "max-record-age", Env: "NOFLY_INGEST_MAX_RECORD_AGE", Usage: "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound"},
+	{Name: "TickInterval", Flag: "tick-interval", Env: "NOFLY_INGEST_TICK_INTERVAL", Usage: "how often a clock tick is written to every partition of the telemetry topic (the alerter's clock for signal lost, zone windows and forgetting when no telemetry flows)"},
 	{Name: "FeedKeys", Flag: "feed-keys", Env: "NOFLY_INGEST_FEED_KEYS", Usage: "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write"},
 	{Name: "InsecureOpenIntake", Flag: "insecure-open-intake", Env: "NOFLY_INGEST_INSECURE_OPEN_INTAKE", Usage: "without --feed-keys, let every client write, not only loopback ones (insecure)"},
 	{Name: "PublicURLs", Flag: "public-url", Env: "NOFLY_INGEST_PUBLIC_URLS", Usage: "a URL feeds reach --addr by (http[s]://host[:port]); its host is accepted as Host and its origin as a write's Origin (the listener's addresses, localhost and the hostname always are); repeatable, or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
@@ -183,5 +191,5 @@ func (f *flagSet) kafkaFlags(c *Config) {
 // serveFlags registers the fields of the HTTP intake.
 func (f *flagSet) serveFlags(c *Config) {
 	configFields.RegisterOnly(f.FlagSet, c, "Addr", "MaxBodyBytes", "MaxRecords", "MaxLineBytes", "ProduceTimeout", "RetryAfter",
-		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies")
+		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies", "TickInterval")
 }

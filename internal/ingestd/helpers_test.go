@@ -111,9 +111,22 @@ func postNDJSON(ctx context.Context, c *http.Client, url string, ps []telemetry.
 	return res.StatusCode, res.Header, nil
 }
 
-// readTopic reads every record of every partition of topic, up to the high
-// watermark at the time of the call.
+// readTopic reads every position record of every partition of topic, up
+// to the high watermark at the time of the call: the clock ticks ingest
+// writes beside them (ticker.go) are left out.
 func readTopic(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
+	t.Helper()
+	var out []kafka.Message
+	for _, m := range readTopicAll(t, brokers, topic, partitions) {
+		if _, tick := telemetry.ParseTick(m.Value); !tick {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// readTopicAll is readTopic with the ticks.
+func readTopicAll(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

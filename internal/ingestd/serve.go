@@ -60,6 +60,7 @@ type service struct {
 	// dial ensures the topic and makes the producer; tests replace it.
 	dial  func(ctx context.Context) (kafkaProducer, error)
 	feeds *feedkey.Set // nil without --feed-keys
+	ticks *ticker      // the clock ticks, once connected
 }
 
 // kafkaProducer is what the service uses of *producer.Producer.
@@ -97,6 +98,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 	if err := s.loadFeeds(); err != nil {
 		return nil, err
 	}
+	s.ticks = newTicker(&s.prod, cfg.Partitions, cfg.TickInterval, reg, log)
 	api, err := ingest.NewServer(ingest.Options{
 		Producer: &s.prod,
 		Limits: ingest.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxRecords: cfg.MaxRecords,
@@ -150,6 +152,10 @@ func (s *service) run(ctx context.Context) error {
 		defer wg.Done()
 		if err := s.connect(connCtx); err != nil {
 			fatal <- err
+			return
+		}
+		if connCtx.Err() == nil {
+			s.ticks.run(connCtx) // until shutdown begins
 		}
 	}()
 	go func() {
