@@ -176,12 +176,21 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	say("fleet flew %v of missions in %v: %d records sent, %d of them a second time; waiting for the alerter to catch up", time.Duration(c.stepsPerS)*c.duration, c.duration, sent, dups)
-	if err := caughtUp(ctx, brokers, rdb, runID, topic, c.partitions); err != nil {
+	ends, err := caughtUp(ctx, brokers, rdb, runID, topic, c.partitions)
+	if err != nil {
 		return fmt.Errorf("%w\nalerter log:\n%s", err, alerter.tailLog())
 	}
-	live, err := readOutbox(ctx, rdb, runID, topic, c.partitions)
+	all, err := readOutbox(ctx, rdb, runID, topic, c.partitions)
 	if err != nil {
 		return err
+	}
+	// The clock ticks go on, and so may decisions by the log's clock: the
+	// verdict is over the records up to where the alerter caught up.
+	var live []event
+	for _, e := range all {
+		if e.Offset < ends[e.Partition] {
+			live = append(live, e)
+		}
 	}
 	// Let the live feed print everything before the summary.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(events) > 0; {
@@ -191,20 +200,26 @@ func run(ctx context.Context, c config) error {
 		stopTail()
 	}
 
-	say("replaying the records that were sent with `alerter replay --zones %s --input sent.ndjson`", c.zones)
-	var out bytes.Buffer
-	if code := alerterd.Main(ctx, []string{"replay", "--zones", c.zones, "--input", sentFile}, noEnv, &out, os.Stderr); code != 0 {
-		return fmt.Errorf("alerter replay exited with %d", code)
-	}
+	say("replaying each partition of %s as the log holds it, ticks and receive times included (kcat -f '%%T\\t%%s\\n' | alerter replay --partition p --zones %s --input -)", topic, c.zones)
 	var replayed []event
-	sc := bufio.NewScanner(&out)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return fmt.Errorf("replay output: %w", err)
+	for p := range c.partitions {
+		dump := filepath.Join(tmp, fmt.Sprintf("partition-%d.ndjson", p))
+		if err := dumpPartition(ctx, brokers, topic, p, ends[p], dump); err != nil {
+			return err
 		}
-		replayed = append(replayed, e)
+		var out bytes.Buffer
+		if code := alerterd.Main(ctx, []string{"replay", "--zones", c.zones, "--partition", strconv.Itoa(p), "--input", dump}, noEnv, &out, os.Stderr); code != 0 {
+			return fmt.Errorf("alerter replay of partition %d exited with %d", p, code)
+		}
+		sc := bufio.NewScanner(&out)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			var e event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				return fmt.Errorf("replay output: %w", err)
+			}
+			replayed = append(replayed, e)
+		}
 	}
 	if err := verdict(live, replayed); err != nil {
 		return err
@@ -282,6 +297,9 @@ type event struct {
 	Lon      float64  `json:"lon"`
 	AltM     *float64 `json:"alt_m"`
 	Reason   string   `json:"reason"`
+	// Partition and Offset: the record the event was decided at.
+	Partition int   `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 func (e event) String() string {
@@ -446,7 +464,7 @@ func tail(ctx context.Context, rdb *redis.Client, prefix, topic string, partitio
 
 // caughtUp waits until every partition's applied offset in Redis is the last
 // offset of the partition in Kafka: the alerter has applied all that was sent.
-func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, topic string, partitions int) error {
+func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, topic string, partitions int) (map[int]int64, error) {
 	client := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 10 * time.Second}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for p := range partitions {
@@ -454,12 +472,12 @@ func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, to
 	}
 	res, err := client.ListOffsets(ctx, req)
 	if err != nil {
-		return fmt.Errorf("list offsets: %w", err)
+		return nil, fmt.Errorf("list offsets: %w", err)
 	}
 	end := map[int]int64{}
 	for _, po := range res.Topics[topic] {
 		if po.Error != nil {
-			return fmt.Errorf("list offsets of partition %d: %w", po.Partition, po.Error)
+			return nil, fmt.Errorf("list offsets of partition %d: %w", po.Partition, po.Error)
 		}
 		end[po.Partition] = po.LastOffset
 	}
@@ -472,24 +490,54 @@ func caughtUp(ctx context.Context, brokers string, rdb *redis.Client, prefix, to
 			}
 			applied, err := rdb.Get(ctx, redislayout.Of(prefix, topic, p).Applied()).Int64()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				return fmt.Errorf("read applied offset: %w", err)
+				return nil, fmt.Errorf("read applied offset: %w", err)
 			}
 			if errors.Is(err, redis.Nil) || applied < end[p]-1 {
 				behind++
 			}
 		}
 		if behind == 0 {
-			return nil
+			return end, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the alerter has not caught up after 2 minutes (%d partitions behind)", behind)
+			return nil, fmt.Errorf("the alerter has not caught up after 2 minutes (%d partitions behind)", behind)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// dumpPartition writes partition p of topic, offsets 0 to end-1, as kcat
+// -f '%T\t%s\n' does: each record's Kafka timestamp in unix milliseconds
+// (the log's clock), a tab and its value — positions and clock ticks.
+func dumpPartition(ctx context.Context, brokers, topic string, p int, end int64, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	if end > 0 {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic, Partition: p,
+			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 200 * time.Millisecond})
+		defer r.Close()
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for {
+			m, err := r.ReadMessage(rctx)
+			if err != nil {
+				return fmt.Errorf("dump partition %d: %w", p, err)
+			}
+			fmt.Fprintf(w, "%d\t%s\n", m.Time.UnixMilli(), m.Value)
+			if m.Offset >= end-1 {
+				break
+			}
+		}
+	}
+	return errors.Join(w.Flush(), f.Close())
 }
 
 // readOutbox returns every event in the demo's outbox streams.
@@ -523,21 +571,26 @@ func verdict(live, replayed []event) error {
 	key := func(e event) string {
 		return e.EventID + "|" + e.DroneID + "|" + e.ZoneID + "|" + strconv.FormatInt(e.Seq, 10)
 	}
-	count := func(es []event) (map[string]int, int, int) {
+	count := func(es []event) (map[string]int, int, int, int) {
 		m := map[string]int{}
-		raised, cleared := 0, 0
+		raised, cleared, signal := 0, 0, 0
 		for _, e := range es {
-			m[key(e)]++
-			if e.Type == "raised" {
+			switch e.Type {
+			case "acked":
+				continue // an operator's, from the dashboard: not the log's
+			case "raised":
 				raised++
-			} else {
+			case "cleared":
 				cleared++
+			default:
+				signal++
 			}
+			m[key(e)]++
 		}
-		return m, raised, cleared
+		return m, raised, cleared, signal
 	}
-	lm, lr, lc := count(live)
-	rm, rr, rc := count(replayed)
+	lm, lr, lc, ls := count(live)
+	rm, rr, rc, rs := count(replayed)
 	var dup, missing, extra []string
 	for k, n := range lm {
 		if n > 1 {
@@ -555,8 +608,8 @@ func verdict(live, replayed []event) error {
 	sort.Strings(dup)
 	sort.Strings(missing)
 	sort.Strings(extra)
-	fmt.Printf("\nlive pipeline: %d alarms raised, %d cleared (%d events)\n", lr, lc, len(live))
-	fmt.Printf("replay:        %d alarms raised, %d cleared (%d events)\n", rr, rc, len(replayed))
+	fmt.Printf("\nlive pipeline: %d alarms raised, %d cleared, %d signal lost or regained (%d events)\n", lr, lc, ls, len(live))
+	fmt.Printf("replay:        %d alarms raised, %d cleared, %d signal lost or regained (%d events)\n", rr, rc, rs, len(replayed))
 	fmt.Printf("duplicates: %d   missing from live: %d   live but not in replay: %d\n", len(dup), len(missing), len(extra))
 	if lr == 0 {
 		// A demo that shows no alarm shows nothing: the fleet must stray.

@@ -94,8 +94,9 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	res.Input.Log(log)
-	log.Info("replayed", "records", res.Records, "applied", res.Applied,
+	log.Info("replayed", "records", res.Records, "applied", res.Applied, "ticks", res.Ticks,
 		"duplicates", res.Duplicates, "raised", res.Raised, "cleared", res.Cleared,
+		"signal_lost", res.SignalLost, "signal_regained", res.SignalRegained, "forgotten", res.Forgotten,
 		"bad_lines", res.Input.Bad, "fields_dropped", res.Input.DroppedBy)
 	return res.Input.Err()
 }
