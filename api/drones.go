@@ -23,7 +23,7 @@ type dronesAPI struct {
 // mountDrones adds the /v1/drones routes.
 func (s *Server) mountDrones(r chi.Router) {
 	st, err := dronestore.New(dronestore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic,
-		Partitions: s.o.Partitions})
+		Partitions: s.o.Partitions, SignalLostAfter: s.o.SignalLostAfter})
 	if err != nil {
 		// New checked the same Options: unreachable.
 		panic(err)

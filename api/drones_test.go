@@ -130,7 +130,7 @@ func TestDronesList(t *testing.T) {
 	var m droneListAnswer
 	e.get(t, "/v1/drones", &m)
 	raw := e.do(t, "GET", "/v1/drones", testTokens["viewer"], "").raw
-	for _, f := range []string{`"drone_id":"L","partition":1,"seq":7,"ts":null,"lat":null,"lon":null,"alt_m":null,"alt_ref":null,"dropped":[],"seq_resets":0,"active_alarms":[]`,
+	for _, f := range []string{`"drone_id":"L","partition":1,"seq":7,"ts":null,"lat":null,"lon":null,"alt_m":null,"alt_ref":null,"dropped":[],"seq_resets":0,"last_seen":null,"stale":false,"active_alarms":[]`,
 		`"next_cursor":null`} {
 		if !strings.Contains(raw, f) {
 			t.Errorf("answer lacks %s: %s", f, raw)

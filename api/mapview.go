@@ -52,7 +52,8 @@ type mapZones struct {
 }
 
 func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
-	st, err := dronestore.New(dronestore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic, Partitions: s.o.Partitions})
+	st, err := dronestore.New(dronestore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic, Partitions: s.o.Partitions,
+		SignalLostAfter: s.o.SignalLostAfter})
 	if err != nil {
 		panic(err) // New checked the same Options
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	Replicas redisreplica.Wait
 	// AlarmRetention is how long alarm history is kept (--alarm-retention).
 	AlarmRetention time.Duration
+	// SignalLostAfter is the alerter's --signal-lost-after: a drone not
+	// heard this long on its partition's log clock is stale.
+	SignalLostAfter time.Duration
 	// Ready reports whether the instance can serve (Kafka and Redis
 	// reachable, group joined): /readyz.
 	Ready func(ctx context.Context) error

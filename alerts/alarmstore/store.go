@@ -118,6 +118,10 @@ type Alarm struct {
 	Cleared     *Clear `json:"cleared"`
 	Ack         *Ack   `json:"ack"`
 	ZoneVersion int64  `json:"zone_version"`
+	// SignalLostSince is, while the alarm's drone is not heard (a
+	// signal_lost event and no signal_regained or clear since), when it was
+	// last heard on the log's clock; null while it is heard.
+	SignalLostSince *time.Time `json:"signal_lost_since"`
 
 	// Partition holds the alarm (its drone's partition).
 	Partition int `json:"-"`
@@ -132,14 +136,14 @@ func point(e *alerts.Event) Point {
 // fields are the alarm index's hash fields of alarm id, in the order
 // decode reads them.
 func fields(id string) []string {
-	return []string{id + dedup.SuffixRaised, id + dedup.SuffixCleared, id + dedup.SuffixAcked}
+	return []string{id + dedup.SuffixRaised, id + dedup.SuffixCleared, id + dedup.SuffixAcked, id + dedup.SuffixLost}
 }
 
-// decode builds an alarm from its three hash values (HMGET of fields);
-// ok is false when the raised event is absent.
+// decode builds an alarm from its hash values (HMGET of fields); ok is
+// false when the raised event is absent.
 func decode(p int, vals []any) (Alarm, bool, error) {
-	if len(vals) != 3 {
-		return Alarm{}, false, fmt.Errorf("alarmstore: %d values, want 3", len(vals))
+	if len(vals) != 4 {
+		return Alarm{}, false, fmt.Errorf("alarmstore: %d values, want 4", len(vals))
 	}
 	raw, ok := vals[0].(string)
 	if !ok {
@@ -166,6 +170,17 @@ func decode(p int, vals []any) (Alarm, bool, error) {
 			return Alarm{}, false, fmt.Errorf("alarmstore: alarm %s: %w", a.AlarmID, err)
 		}
 		a.Ack = &ack
+	}
+	if raw, ok := vals[3].(string); ok && a.Cleared == nil {
+		var l alerts.Event
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			return Alarm{}, false, fmt.Errorf("alarmstore: alarm %s: signal_lost event: %w", a.AlarmID, err)
+		}
+		since := l.TS
+		if l.LastSeen != nil {
+			since = *l.LastSeen
+		}
+		a.SignalLostSince = &since
 	}
 	return a, true, nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	Prefix     string // dedup.DefaultPrefix when empty
 	Topic      string
 	Partitions int
+	// SignalLostAfter is the alerter's --signal-lost-after: a drone not
+	// heard this long on its partition's log clock is stale
+	// (alerts.DefaultSignalLostAfter when 0).
+	SignalLostAfter time.Duration
 }
 
 // Store reads the drones of every partition of a topic.
@@ -62,6 +66,9 @@ func New(o Options) (*Store, error) {
 	}
 	if o.Prefix == "" {
 		o.Prefix = dedup.DefaultPrefix
+	}
+	if o.SignalLostAfter <= 0 {
+		o.SignalLostAfter = alerts.DefaultSignalLostAfter
 	}
 	s := &Store{o: o, keys: make([]redislayout.Keys, o.Partitions)}
 	for p := range s.keys {
@@ -107,10 +114,16 @@ type Drone struct {
 	// "dropped"): a feed sending values no aircraft can have.
 	Dropped []string `json:"dropped"`
 	// SeqResets is DroneState.Resets: how often the drone's seq went back.
-	SeqResets    int64   `json:"seq_resets"`
-	ActiveAlarms []Alarm `json:"active_alarms"`
+	SeqResets int64 `json:"seq_resets"`
+	// LastSeen is when its last position was received, on the log's clock
+	// (null for a state written before the clock); Stale says it has not
+	// been heard for --signal-lost-after of its partition's clock since.
+	LastSeen     *time.Time `json:"last_seen"`
+	Stale        bool       `json:"stale"`
+	ActiveAlarms []Alarm    `json:"active_alarms"`
 
-	pos alerts.Fix // the state's position (zero: unknown)
+	pos  alerts.Fix // the state's position (zero: unknown)
+	seen int64      // LastSeen in unix ms (0: unknown)
 }
 
 // Detail is one drone with its short track.
@@ -138,7 +151,11 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 		return Drone{}, fmt.Errorf("dronestore: partition %d drone %q: %w", p, id, err)
 	}
 	d := Drone{DroneID: id, Partition: p, Seq: st.Seq, SeqResets: st.Resets, Dropped: []string{},
-		ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos}
+		ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos, seen: st.Seen}
+	if st.Seen > 0 {
+		t := time.UnixMilli(st.Seen).UTC()
+		d.LastSeen = &t
+	}
 	if st.Pos.Drop != "" {
 		d.Dropped = strings.Split(st.Pos.Drop, ",")
 	}
@@ -227,7 +244,38 @@ func parseCursor(c string) (string, error) {
 // going on its new partition), then, for equal seqs, the lower partition,
 // so every instance picks the same.
 func better(a, b *Drone) bool {
+	if !a.pos.TS.Equal(b.pos.TS) {
+		return a.pos.TS.After(b.pos.TS) // a drone's order is by ts, then seq
+	}
 	return a.Seq > b.Seq || (a.Seq == b.Seq && a.Partition < b.Partition)
+}
+
+// staleness fills Stale from each drone's partition's log clock (one
+// pipelined GET of the partitions' clocks): a drone not heard for
+// SignalLostAfter of it is stale.
+func (s *Store) staleness(ctx context.Context, ds []Drone) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	cmds := make([]*redis.StringCmd, len(s.keys))
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for p, k := range s.keys {
+			cmds[p] = pl.Get(ctx, k.Clock())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("dronestore: partition clocks: %w", err)
+	}
+	for i := range ds {
+		d := &ds[i]
+		clock, err := cmds[d.Partition].Int64()
+		if err != nil || d.seen == 0 {
+			continue // no clock yet, or a state from before it: not known to be stale
+		}
+		d.Stale = time.Duration(clock-d.seen)*time.Millisecond >= s.o.SignalLostAfter
+	}
+	return nil
 }
 
 // List returns up to f.Limit drones matching f, by drone id, across every
@@ -321,6 +369,9 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
 		out[i] = *best[id]
 	}
 	if err := s.raiseTimes(ctx, out); err != nil {
+		return nil, "", err
+	}
+	if err := s.staleness(ctx, out); err != nil {
 		return nil, "", err
 	}
 	return out, next, nil
@@ -424,6 +475,9 @@ func (s *Store) Get(ctx context.Context, id string) (Detail, error) {
 	}
 	ds := []Drone{*best}
 	if err := s.raiseTimes(ctx, ds); err != nil {
+		return Detail{}, err
+	}
+	if err := s.staleness(ctx, ds); err != nil {
 		return Detail{}, err
 	}
 	out := Detail{Drone: ds[0], Track: []Point{}}

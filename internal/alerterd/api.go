@@ -88,7 +88,7 @@ func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *
 	context.AfterFunc(ctx, func() { _ = rdb.Close() })
 	s, err := api.New(api.Options{
 		Redis: rdb, Prefix: cfg.RedisPrefix, Topic: cfg.Topic, Partitions: partitions,
-		AlarmRetention: cfg.AlarmRetention, Replicas: cfg.replicas(), Ready: ready, Healthy: healthy,
+		AlarmRetention: cfg.AlarmRetention, SignalLostAfter: cfg.SignalLostAfter, Replicas: cfg.replicas(), Ready: ready, Healthy: healthy,
 		Logger: log, Registerer: reg, Gatherer: reg,
 		ZoneValidator: cfg.zoneValidator(),
 		Tokens:        auth.tokens, Off: auth.off,
