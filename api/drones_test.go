@@ -27,6 +27,8 @@ type dronesEnv struct {
 	bAlarm alerts.Event
 	// fly commits positions of a partition as the alerter does.
 	fly func(p int, ps ...telemetry.Position) []alerts.Event
+	ds  *dedup.Redis
+	zs  alerts.Zones
 }
 
 func newDronesEnv(t *testing.T) *dronesEnv {
@@ -66,7 +68,7 @@ func newDronesEnv(t *testing.T) *dronesEnv {
 	if err := dronetest.Legacy(ctx, ds, 1, map[string]string{"L": `{"seq":7}`}); err != nil {
 		t.Fatal(err)
 	}
-	e.fly = fly
+	e.fly, e.ds, e.zs = fly, ds, zs
 	return e
 }
 
@@ -312,5 +314,75 @@ func TestDronesShowDroppedFieldsAndSeqResets(t *testing.T) {
 	if d.Seq != 2 || d.SeqResets != 1 || !slices.Equal(d.Dropped, []string{"alt_m", "agl_m"}) || d.AltM != nil ||
 		len(d.Active) != 1 || d.Active[0].AlarmID != evs[0].AlarmID {
 		t.Errorf("W = %+v", d)
+	}
+}
+
+// TestSignalLostOnTheAPI: a drone silent inside a zone for 30 s of its
+// partition's log clock (ticks) is stale on /v1/drones with its last_seen,
+// its alarm carries signal_lost_since and /v1/events the signal_lost; its
+// next position regains it and clears all three.
+func TestSignalLostOnTheAPI(t *testing.T) {
+	e := newDronesEnv(t)
+	ctx := context.Background()
+	heard := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	at := func(s int) time.Time { return heard.Add(time.Duration(s) * time.Second) }
+	pos := func(seq int64, s int) alerts.Record {
+		p := dronetest.Pos("SIL", seq, at(s), dronetest.InsideLat, dronetest.InsideLon)
+		return alerts.Record{Time: at(s), Value: p.AppendJSON(nil)}
+	}
+	tick := func(s int) alerts.Record {
+		return alerts.Record{Time: at(s), Value: (&telemetry.Tick{At: at(s)}).AppendJSON(nil)}
+	}
+	recs := []alerts.Record{pos(1, 0)}
+	for s := 1; s <= 31; s++ {
+		recs = append(recs, tick(s))
+	}
+	evs, err := dronetest.FlyRecords(ctx, e.ds, e.zs, 0, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sil []alerts.Event // the env's other drones have alarms of their own
+	for _, ev := range evs {
+		if ev.DroneID == "SIL" {
+			sil = append(sil, ev)
+		}
+	}
+	evs = sil
+	if len(evs) != 2 || evs[0].Type != alerts.Raised || evs[1].Type != alerts.SignalLost {
+		t.Fatalf("events %+v: want raised, then signal_lost", evs)
+	}
+	alarmID := evs[0].AlarmID
+	type droneAnswer struct {
+		LastSeen *time.Time `json:"last_seen"`
+		Stale    bool       `json:"stale"`
+	}
+	type alarmAnswer struct {
+		SignalLostSince *time.Time `json:"signal_lost_since"`
+		State           string     `json:"state"`
+	}
+	var d droneAnswer
+	var a alarmAnswer
+	if r := e.get(t, "/v1/drones/SIL", &d); r.code != 200 || !d.Stale || d.LastSeen == nil || !d.LastSeen.Equal(heard) {
+		t.Errorf("silent: %d %s", r.code, r.raw)
+	}
+	if r := e.get(t, "/v1/alarms/"+alarmID, &a); r.code != 200 || a.State != "active" || a.SignalLostSince == nil || !a.SignalLostSince.Equal(heard) {
+		t.Errorf("silent alarm: %d %s", r.code, r.raw)
+	}
+	if r := e.do(t, "GET", "/v1/events", testTokens["viewer"], ""); r.code != 200 || !strings.Contains(r.raw, `"event_id":"`+alarmID+`:signal_lost:1"`) {
+		t.Errorf("events: %d, no signal_lost of %s: %s", r.code, alarmID, r.raw)
+	}
+
+	if _, err := dronetest.FlyRecords(ctx, e.ds, e.zs, 0, []alerts.Record{pos(2, 40)}); err != nil {
+		t.Fatal(err)
+	}
+	d, a = droneAnswer{}, alarmAnswer{}
+	if r := e.get(t, "/v1/drones/SIL", &d); r.code != 200 || d.Stale || d.LastSeen == nil || !d.LastSeen.Equal(at(40)) {
+		t.Errorf("heard again: %d %s", r.code, r.raw)
+	}
+	if r := e.get(t, "/v1/alarms/"+alarmID, &a); r.code != 200 || a.State != "active" || a.SignalLostSince != nil {
+		t.Errorf("regained alarm: %d %s", r.code, r.raw)
+	}
+	if r := e.do(t, "GET", "/v1/events", testTokens["viewer"], ""); !strings.Contains(r.raw, `"event_id":"`+alarmID+`:signal_regained:1"`) {
+		t.Errorf("events: no signal_regained: %s", r.raw)
 	}
 }

@@ -81,3 +81,28 @@ func Legacy(ctx context.Context, s *dedup.Redis, partition int, states map[strin
 	}
 	return nil
 }
+
+// FlyRecords is Fly with records already built: positions and ticks, each
+// with its Kafka timestamp (the log's clock), at the offsets after the
+// partition's version.
+func FlyRecords(ctx context.Context, s *dedup.Redis, zs alerts.Zones, partition int, recs []alerts.Record) ([]alerts.Event, error) {
+	snap, err := s.Load(ctx, partition)
+	if err != nil {
+		return nil, err
+	}
+	e, err := alerts.NewEngine(partition, snap)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		recs[i].Offset = snap.Applied + 1 + int64(i)
+	}
+	out := e.Apply(zs, recs)
+	if out == nil {
+		return nil, nil
+	}
+	if _, err := s.Commit(ctx, partition, out.Expected, out.Batch); err != nil {
+		return nil, fmt.Errorf("dronetest: commit partition %d: %w", partition, err)
+	}
+	return out.Events, nil
+}
