@@ -89,6 +89,8 @@ type CommitPoint struct {
 	Partition  int
 	Generation int32
 	Expected   int64
+	// Events are the batch's events, in order.
+	Events []alerts.Event
 }
 
 // Defaults of the group timeouts.

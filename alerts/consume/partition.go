@@ -151,7 +151,7 @@ func firstOffset(ctx context.Context, d *kafka.Dialer, brokers []string, topic s
 func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, genID int32, b applied, log *slog.Logger) error {
 	out := b.out
 	if g.o.BeforeCommit != nil {
-		g.o.BeforeCommit(CommitPoint{Partition: partition, Generation: genID, Expected: out.Expected}) // before the timeout starts
+		g.o.BeforeCommit(CommitPoint{Partition: partition, Generation: genID, Expected: out.Expected, Events: out.Events}) // before the timeout starts
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	res, err := g.store.Commit(cctx, partition, out.Expected, out.Batch)

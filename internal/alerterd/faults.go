@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/consume"
 )
 
@@ -32,14 +34,27 @@ import (
 // once, when the alerter is built, and the hot path pays one nil check.
 const faultStopBeforeCommitEnv = "NOFLY_FAULT_STOP_BEFORE_COMMIT"
 
+// NOFLY_FAULT_STOP_BEFORE_EVENT=TYPE (TEST ONLY): as above, before the
+// first batch commit whose batch holds an event of that type (signal_lost:
+// the clock proof stops the alerter between a tick's arrival and the
+// commit of what the tick decided, then SIGKILLs it).
+const faultStopBeforeEventEnv = "NOFLY_FAULT_STOP_BEFORE_EVENT"
+
 // faults is the process's fault injection; nil is off.
 type faults struct {
 	stopBeforeCommit int64        // N
 	commits          atomic.Int64 // commits started
+	eventType        string       // stop before the first commit with one
+	stopped          atomic.Bool
 }
 
 // faultsFromEnv returns the fault injection getenv asks for, nil if none.
 func faultsFromEnv(getenv func(string) string, log *slog.Logger) *faults {
+	if typ := getenv(faultStopBeforeEventEnv); typ != "" {
+		log.Warn("TEST-ONLY fault injection on: the process stops itself (SIGSTOP) before the first commit with an event of this type",
+			"env", faultStopBeforeEventEnv, "type", typ)
+		return &faults{eventType: typ}
+	}
 	v := getenv(faultStopBeforeCommitEnv)
 	if v == "" {
 		return nil
@@ -56,8 +71,15 @@ func faultsFromEnv(getenv func(string) string, log *slog.Logger) *faults {
 
 // beforeCommit is called just before each batch commit; on the N-th it
 // stops the process and returns once the process got SIGCONT.
-func (f *faults) beforeCommit(expected int64, log *slog.Logger) {
-	if f == nil || f.commits.Add(1) != f.stopBeforeCommit {
+func (f *faults) beforeCommit(expected int64, events []alerts.Event, log *slog.Logger) {
+	if f == nil {
+		return
+	}
+	if f.eventType != "" {
+		if !slices.ContainsFunc(events, func(e alerts.Event) bool { return e.Type == f.eventType }) || f.stopped.Swap(true) {
+			return
+		}
+	} else if f.commits.Add(1) != f.stopBeforeCommit {
 		return
 	}
 	cont := make(chan os.Signal, 1)
@@ -78,6 +100,6 @@ func (f *faults) hook(log *slog.Logger) func(consume.CommitPoint) {
 		return nil
 	}
 	return func(c consume.CommitPoint) {
-		f.beforeCommit(c.Expected, log.With("partition", c.Partition, "generation", c.Generation))
+		f.beforeCommit(c.Expected, c.Events, log.With("partition", c.Partition, "generation", c.Generation))
 	}
 }

@@ -5,6 +5,7 @@ package alerterd
 import (
 	"log/slog"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/consume"
 )
 
@@ -21,6 +22,6 @@ func faultsFromEnv(getenv func(string) string, log *slog.Logger) *faults {
 	return nil
 }
 
-func (*faults) beforeCommit(int64, *slog.Logger) {}
+func (*faults) beforeCommit(int64, []alerts.Event, *slog.Logger) {}
 
 func (*faults) hook(*slog.Logger) func(consume.CommitPoint) { return nil }

@@ -228,13 +228,20 @@ func TestZoneChangeReachesEveryInstance(t *testing.T) {
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // dumpPartition writes a partition's records, one per line from offset 0
-// (a gap as blank lines), as `kcat -C -p P -o beginning -e` would.
+// (a gap as blank lines), each after its Kafka timestamp and a tab (the
+// log's clock), as `kcat -C -p P -o beginning -e -f '%T\t%s\n'` would.
 func (p *pipeline) dumpPartition(part int, path string) {
-	t := p.t
 	ends, err := p.endOffsets()
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
+	p.dumpPartitionTo(part, ends[part], path)
+}
+
+// dumpPartitionTo is dumpPartition up to offset end (excluded).
+func (p *pipeline) dumpPartitionTo(part int, end int64, path string) {
+	t := p.t
+	ends := map[int]int64{part: end}
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +262,7 @@ func (p *pipeline) dumpPartition(part int, path string) {
 			for ; next < m.Offset; next++ {
 				w.WriteByte('\n')
 			}
+			fmt.Fprintf(w, "%d\t", m.Time.UnixMilli())
 			w.Write(m.Value)
 			w.WriteByte('\n')
 			next = m.Offset + 1
