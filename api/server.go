@@ -94,6 +94,13 @@ type Options struct {
 	// DefaultZoneSetBodyLimit).
 	BodyLimit  int64
 	BodyLimits map[string]int64
+	// MaxStreams and MaxStreamsPerToken cap the open event and positions
+	// streams of the instance and of one token (0: DefaultMaxStreams,
+	// DefaultMaxStreamsPerToken); MaxBulkRequests is how many zone set and
+	// drone list requests run at once (0: DefaultMaxBulkRequests). api/limits.go.
+	MaxStreams         int
+	MaxStreamsPerToken int
+	MaxBulkRequests    int
 
 	// Dashboard, when set, is served at / and at each of DashboardFiles
 	// (top-level file names, folders ending in "/"), open like /healthz:
@@ -191,8 +198,9 @@ func allowed(r *http.Request) []string {
 // Handler returns the router of everything served on the alerter's HTTP
 // listener: /healthz, /readyz, /metrics and /openapi.json, open and on in
 // every mode, and the /v1 API behind (in this order) the per-address rate
-// limit, authentication, the per-token rate limit, the method's least role
-// and the body limit. Every answer is logged and counted (observe).
+// limit, authentication, the per-token rate limit, the method's least role,
+// the body limit and the stream and bulk caps (limits.go). Every answer is
+// logged and counted (observe).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.observe, s.recoverer, s.cors)
@@ -206,7 +214,8 @@ func (s *Server) Handler() http.Handler {
 	s.mountOps(r)
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody)
+		lim := s.newLimits()
+		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, lim.limitStreams, lim.limitBulk)
 		s.mountAlarms(r)
 		ev := s.mountEvents(r)
 		s.mountMap(r, ev)

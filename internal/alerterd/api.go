@@ -93,6 +93,7 @@ func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *
 		Tokens:        auth.tokens, Off: auth.off,
 		CORSOrigins:  cfg.APICORSOrigins,
 		RatePerToken: cfg.APIRatePerToken, RatePerAddr: cfg.APIRatePerAddr,
+		MaxStreams: cfg.APIMaxStreams, MaxStreamsPerToken: cfg.APIMaxStreamsPerToken, MaxBulkRequests: cfg.APIMaxBulkRequests,
 		Dashboard: dashboard.Handler(), DashboardFiles: dashboard.Files(),
 	})
 	if err != nil {

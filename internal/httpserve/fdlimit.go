@@ -32,8 +32,9 @@ func MaxConns(want int, fds uint64) (n int, ok bool) {
 // Listen listens on addr (TCP) with the cap l.HTTPMaxConns, lowered, with a
 // warning, to what the file descriptor limit (FDLimit, which Go raised to
 // the hard limit at start) leaves after FDReserve. refusal is the service's
-// JSON error body for a connection over the cap (Refusal makes the answer).
-func (l Limits) Listen(addr string, refusal []byte, m *Metrics, log *slog.Logger) (*Listener, error) {
+// JSON error body for a connection over the cap, given the cap in force
+// (Refusal makes the answer).
+func (l Limits) Listen(addr string, refusal func(maxConns int) []byte, m *Metrics, log *slog.Logger) (*Listener, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -47,5 +48,5 @@ func (l Limits) Listen(addr string, refusal []byte, m *Metrics, log *slog.Logger
 		log.Warn("http: --http-max-conns lowered to what the file descriptor limit leaves for Kafka, Redis and files; raise `ulimit -n` (LimitNOFILE) to serve more",
 			"http_max_conns", l.HTTPMaxConns, "fd_limit", fds, "reserved", FDReserve, "max_conns", n)
 	}
-	return NewListener(ln, n, Refusal(refusal), m, log), nil
+	return NewListener(ln, n, Refusal(refusal(n)), m, log), nil
 }

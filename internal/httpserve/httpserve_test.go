@@ -31,7 +31,9 @@ func fast() Limits {
 func serve(t *testing.T, l Limits, h http.Handler) (string, *Listener, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	ln, err := l.Listen("127.0.0.1:0", []byte(`{"error":"too many connections","code":"too_many_connections"}`), m, nil)
+	ln, err := l.Listen("127.0.0.1:0", func(n int) []byte {
+		return fmt.Appendf(nil, `{"error":"more than %d connections","code":"too_many_connections"}`, n)
+	}, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +191,6 @@ func firstLine(s string) string { l, _, _ := strings.Cut(s, "\r\n"); return l }
 func TestHostileSlowBodiesAreClosed(t *testing.T) {
 	l := fast()
 	addr, ln, _ := serve(t, l, echo)
-	start := time.Now()
 	cs := hostiletest.SlowBodiesN(t, 500, addr, "POST", "/", 1<<20)
 	res, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("hello"))
 	if err != nil {
@@ -200,7 +201,7 @@ func TestHostileSlowBodiesAreClosed(t *testing.T) {
 	if string(b) != "5" {
 		t.Fatalf("a request beside the attack: %d %q", res.StatusCode, b)
 	}
-	last, status := cs.Closed(t, start, l.HTTPReadTimeout+2*time.Second)
+	last, status := cs.Closed(t, l.HTTPReadTimeout+2*time.Second)
 	t.Logf("500 slow bodies: the last closed after %v (read timeout %v); answers %v", last, l.HTTPReadTimeout, status)
 	testenv.CheckFor(t, 5*time.Second, func() error {
 		if n := ln.Open(); n != 0 {
@@ -215,13 +216,12 @@ func TestHostileSlowBodiesAreClosed(t *testing.T) {
 func TestHostileSlowlorisHeaders(t *testing.T) {
 	l := fast()
 	addr, _, _ := serve(t, l, echo)
-	start := time.Now()
 	cs := hostiletest.Slowloris(t, addr, 200)
 	// One more header byte for each after half the timeout: still cut at
 	// the deadline counted from the first byte.
 	time.Sleep(l.HTTPReadHeaderTimeout / 2) // the attacker's pace
 	cs.Trickle()
-	last, _ := cs.Closed(t, start, l.HTTPReadHeaderTimeout+2*time.Second)
+	last, _ := cs.Closed(t, l.HTTPReadHeaderTimeout+2*time.Second)
 	t.Logf("200 slowloris headers: the last closed after %v (header timeout %v)", last, l.HTTPReadHeaderTimeout)
 }
 
@@ -254,7 +254,7 @@ func TestHostileConnectionCap(t *testing.T) {
 	if got := value(t, m.open); got != 20 {
 		t.Errorf("connections gauge %v, want 20", got)
 	}
-	held[0].Close()
+	held.CloseFirst(1)
 	testenv.CheckFor(t, 5*time.Second, func() error {
 		res, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("hi"))
 		if err != nil {

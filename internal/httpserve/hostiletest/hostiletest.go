@@ -10,58 +10,93 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// Conns are connections of an attack.
-type Conns []net.Conn
+// Conns are the connections of an attack, each watched from the moment
+// it was opened: a reader notes when the server closed it and what it
+// answered first.
+type Conns struct {
+	Start time.Time // when the first connection was opened
+	cs    []net.Conn
+	ends  []chan end
+}
+
+// end is how a watched connection ended.
+type end struct {
+	at    time.Time
+	first string // the answer's first line; "" for none
+}
 
 // Close closes every connection.
-func (cs Conns) Close() {
-	for _, c := range cs {
+func (cs *Conns) Close() {
+	for _, c := range cs.cs {
 		_ = c.Close()
 	}
 }
 
-func dial(t testing.TB, addr string, n int) Conns {
+// CloseFirst closes the first n connections.
+func (cs *Conns) CloseFirst(n int) {
+	for _, c := range cs.cs[:n] {
+		_ = c.Close()
+	}
+}
+
+// Len is the number of connections.
+func (cs *Conns) Len() int { return len(cs.cs) }
+
+func dial(t testing.TB, addr string, n int) *Conns {
 	t.Helper()
-	cs := make(Conns, 0, n)
+	cs := &Conns{Start: time.Now(), cs: make([]net.Conn, 0, n)}
 	t.Cleanup(cs.Close)
 	for range n {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			cs.Close()
-			t.Fatalf("dial %s after %d connections: %v", addr, len(cs), err)
+			t.Fatalf("dial %s after %d connections: %v", addr, len(cs.cs), err)
 		}
-		cs = append(cs, c)
+		cs.cs = append(cs.cs, c)
 	}
 	return cs
+}
+
+// watch starts a reader on every connection: it ends when the server
+// closes (or resets) it.
+func (cs *Conns) watch() {
+	cs.ends = make([]chan end, len(cs.cs))
+	for i, c := range cs.cs {
+		ch := make(chan end, 1)
+		cs.ends[i] = ch
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(c, 1<<20))
+			line, _, _ := strings.Cut(string(b), "\r\n")
+			ch <- end{at: time.Now(), first: line}
+		}()
+	}
 }
 
 // SlowBodies opens n connections that each send a whole request head —
 // method, path, the headers hdr ("Name: value" lines) and a Content-Length
 // of size — and then the first byte of the body only, as a client whose
 // body never finishes.
-func SlowBodies(t testing.TB, addr, method, path string, size int, hdr ...string) Conns {
+func SlowBodies(t testing.TB, addr, method, path string, size int, hdr ...string) *Conns {
 	t.Helper()
 	return slowBodies(t, addr, method, path, size, 500, hdr)
 }
 
 // SlowBodiesN is SlowBodies with n connections.
-func SlowBodiesN(t testing.TB, n int, addr, method, path string, size int, hdr ...string) Conns {
+func SlowBodiesN(t testing.TB, n int, addr, method, path string, size int, hdr ...string) *Conns {
 	t.Helper()
 	return slowBodies(t, addr, method, path, size, n, hdr)
 }
 
-func slowBodies(t testing.TB, addr, method, path string, size, n int, hdr []string) Conns {
+func slowBodies(t testing.TB, addr, method, path string, size, n int, hdr []string) *Conns {
 	t.Helper()
 	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", method, path, addr, size)
 	for _, h := range hdr {
@@ -69,32 +104,34 @@ func slowBodies(t testing.TB, addr, method, path string, size, n int, hdr []stri
 	}
 	head += "\r\n{"
 	cs := dial(t, addr, n)
-	for i, c := range cs {
+	for i, c := range cs.cs {
 		if _, err := io.WriteString(c, head); err != nil {
 			t.Fatalf("slow body %d: write the head: %v", i, err)
 		}
 	}
+	cs.watch()
 	return cs
 }
 
 // Slowloris opens n connections that each send the start of a request's
 // headers and never the blank line that ends them.
-func Slowloris(t testing.TB, addr string, n int) Conns {
+func Slowloris(t testing.TB, addr string, n int) *Conns {
 	t.Helper()
 	cs := dial(t, addr, n)
-	for i, c := range cs {
+	for i, c := range cs.cs {
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nX-Slow: a"); err != nil {
 			t.Fatalf("slowloris %d: %v", i, err)
 		}
 	}
+	cs.watch()
 	return cs
 }
 
 // Trickle writes one more byte to every connection still open (a body or
 // header that keeps arriving, too slowly), and reports how many took it.
-func (cs Conns) Trickle() int {
+func (cs *Conns) Trickle() int {
 	n := 0
-	for _, c := range cs {
+	for _, c := range cs.cs {
 		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		if _, err := c.Write([]byte("a")); err == nil {
 			n++
@@ -104,41 +141,37 @@ func (cs Conns) Trickle() int {
 }
 
 // Closed waits until the server has closed every connection (a read
-// returns EOF or a reset, after whatever answer the server wrote) and
-// returns how long the last one took from start; it fails the test when
-// one is still open at start + within. The answers read are returned by
-// their first line ("HTTP/1.1 408 Request Timeout"; "" for none).
-func (cs Conns) Closed(t testing.TB, start time.Time, within time.Duration) (time.Duration, map[string]int) {
+// returned EOF or a reset, after whatever answer the server wrote) and
+// returns how long the last one took from Start, with the answers' first
+// lines ("HTTP/1.1 400 Bad Request"; "" for none) counted; it fails the
+// test when one was still open at Start + within.
+func (cs *Conns) Closed(t testing.TB, within time.Duration) (time.Duration, map[string]int) {
 	t.Helper()
-	var mu sync.Mutex
+	if cs.ends == nil {
+		cs.watch()
+	}
+	deadline := time.NewTimer(time.Until(cs.Start.Add(within)) + 100*time.Millisecond)
+	defer deadline.Stop()
 	var last time.Duration
 	status := map[string]int{}
-	var open []int
-	var wg sync.WaitGroup
-	deadline := start.Add(within)
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.SetReadDeadline(deadline)
-			b, err := io.ReadAll(c)
-			var ne net.Error
-			mu.Lock()
-			defer mu.Unlock()
-			if errors.As(err, &ne) && ne.Timeout() {
-				open = append(open, i)
-				return
-			}
-			if d := time.Since(start); d > last {
+	late := 0
+	for i, ch := range cs.ends {
+		select {
+		case e := <-ch:
+			ch <- e
+			if d := e.at.Sub(cs.Start); d > last {
 				last = d
 			}
-			line, _, _ := strings.Cut(string(b), "\r\n")
-			status[line]++
-		}()
+			if e.at.Sub(cs.Start) > within {
+				late++
+			}
+			status[e.first]++
+		case <-deadline.C:
+			t.Fatalf("connection #%d of %d still open %v after the attack started", i, len(cs.ends), within)
+		}
 	}
-	wg.Wait()
-	if len(open) > 0 {
-		t.Fatalf("%d of %d connections still open %v after the attack started (the first: #%d)", len(open), len(cs), within, open[0])
+	if late > 0 {
+		t.Fatalf("%d of %d connections closed later than %v after the attack started (the last after %v)", late, len(cs.ends), within, last)
 	}
 	return last, status
 }
@@ -173,7 +206,7 @@ func Refused(t testing.TB, addr, path string) (*http.Response, []byte) {
 
 // Hold opens n connections that send nothing: each takes a slot of the
 // server's cap until closed (or the server's header timeout).
-func Hold(t testing.TB, addr string, n int) Conns {
+func Hold(t testing.TB, addr string, n int) *Conns {
 	t.Helper()
 	return dial(t, addr, n)
 }
