@@ -82,8 +82,9 @@ type limits struct {
 	byToken map[string]int
 	open    *prometheus.GaugeVec // streams by route
 
-	bulk    chan struct{}
-	bulkNow *prometheus.GaugeVec // running, waiting
+	bulk     chan struct{}
+	bulkWait time.Duration
+	bulkNow  *prometheus.GaugeVec // running, waiting
 }
 
 func (s *Server) newLimits() *limits {
@@ -98,7 +99,7 @@ func (s *Server) newLimits() *limits {
 	if n <= 0 {
 		n = DefaultMaxBulkRequests
 	}
-	l.bulk = make(chan struct{}, n)
+	l.bulk, l.bulkWait = make(chan struct{}, n), bulkWait
 	l.open = register(s.o.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nofly_api_streams",
 		Help: "Open Server-Sent Events streams by route (capped by --api-max-streams and --api-max-streams-per-token)."}, []string{"route"}))
 	l.bulkNow = register(s.o.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nofly_api_bulk_requests",
@@ -180,7 +181,7 @@ func (l *limits) limitBulk(next http.Handler) http.Handler {
 		default:
 			waiting := l.bulkNow.WithLabelValues("waiting")
 			waiting.Inc()
-			t := time.NewTimer(bulkWait)
+			t := time.NewTimer(l.bulkWait)
 			select {
 			case l.bulk <- struct{}{}:
 				t.Stop()
@@ -189,7 +190,7 @@ func (l *limits) limitBulk(next http.Handler) http.Handler {
 				waiting.Dec()
 				w.Header().Set("Retry-After", "1")
 				writeError(w, http.StatusServiceUnavailable, "busy",
-					fmt.Sprintf("%d zone set or drone list requests are running, the most at once (--api-max-bulk-requests); none finished within %v: retry", cap(l.bulk), bulkWait),
+					fmt.Sprintf("%d zone set or drone list requests are running, the most at once (--api-max-bulk-requests); none finished within %v: retry", cap(l.bulk), l.bulkWait),
 					map[string]any{"max_bulk_requests": cap(l.bulk)})
 				return
 			case <-r.Context().Done():

@@ -1,0 +1,220 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nofly-dev/nofly/internal/httpserve"
+	"github.com/nofly-dev/nofly/internal/testenv"
+)
+
+func TestMethodLabel(t *testing.T) {
+	for m, want := range map[string]string{"GET": "GET", "HEAD": "HEAD", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH",
+		"DELETE": "DELETE", "OPTIONS": "OPTIONS", "get": "other", "PROPFIND": "other", "XFOO": "other", "": "other"} {
+		if got := methodLabel(m); got != want {
+			t.Errorf("methodLabel(%q) = %q, want %q", m, got, want)
+		}
+	}
+}
+
+// limitsServer serves the API of e's options, changed by mod, under the
+// server limits l (httpserve, as the alerter serves it).
+func limitsServer(t *testing.T, l httpserve.Limits, mod func(*Options)) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
+	var reg *prometheus.Registry
+	e := newAuthEnv(t, func(o *Options) {
+		reg = o.Registerer.(*prometheus.Registry)
+		if mod != nil {
+			mod(o)
+		}
+	})
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = httpserve.NewServer(e.h, l, nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, reg
+}
+
+// openStream opens GET path with token on a raw connection and returns
+// it with the answer's status line and headers read.
+func openStream(t *testing.T, srv *httptest.Server, path, token string) (net.Conn, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", path, token)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c, res
+}
+
+// gaugeOf is the value of the gauge name with the label value (-1: none).
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// TestHostileStreamCaps: a token past its streams gets 429, the instance
+// past its total 503, both with Retry-After and the error body; both
+// stream routes count together; a closed stream frees its slot; and a
+// stream is not ended by the server's read timeout.
+func TestHostileStreamCaps(t *testing.T) {
+	l := httpserve.DefaultLimits()
+	l.HTTPReadTimeout, l.HTTPWriteTimeout = time.Second, time.Second
+	srv, reg := limitsServer(t, l, func(o *Options) { o.MaxStreams, o.MaxStreamsPerToken = 5, 2 })
+	const events, positions = "/v1/events/stream", "/v1/map/positions"
+	type step struct {
+		token, path string
+		status      int
+		limit       string
+	}
+	var open []net.Conn
+	for i, s := range []step{
+		{"viewer", events, 200, ""},
+		{"viewer", positions, 200, ""},
+		{"viewer", events, 429, "per token"},
+		{"operator", positions, 200, ""},
+		{"operator", events, 200, ""},
+		{"admin", events, 200, ""},
+		{"admin", positions, 503, "in total"},
+	} {
+		c, res := openStream(t, srv, s.path, testTokens[s.token])
+		if res.StatusCode != s.status {
+			t.Fatalf("step %d: %s %s: %d, want %d", i, s.token, s.path, res.StatusCode, s.status)
+		}
+		if s.status == 200 {
+			open = append(open, c)
+			continue
+		}
+		var e errorBody
+		if err := json.NewDecoder(res.Body).Decode(&e); err != nil || e.Code != "too_many_streams" || e.Details["limit"] != s.limit ||
+			res.Header.Get("Retry-After") != "5" {
+			t.Fatalf("step %d: %s %s: %v %+v %v", i, s.token, s.path, res.Header, e, err)
+		}
+	}
+	if ev, pos := gaugeOf(t, reg, "nofly_api_streams", events), gaugeOf(t, reg, "nofly_api_streams", positions); ev != 3 || pos != 2 {
+		t.Errorf("nofly_api_streams: events %v, positions %v; want 3 and 2", ev, pos)
+	}
+	// Past twice the read timeout the streams are still open (a read waits,
+	// it does not find the end).
+	quiet := time.Now().Add(2 * l.HTTPReadTimeout)
+	for i, c := range open {
+		_ = c.SetReadDeadline(quiet)
+		for {
+			_, err := c.Read(make([]byte, 4096))
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+			if err != nil {
+				t.Fatalf("stream %d ended within twice the read timeout: %v", i, err)
+			}
+		}
+	}
+	open[0].Close() // viewer's events stream
+	testenv.CheckFor(t, 10*time.Second, func() error {
+		if g := gaugeOf(t, reg, "nofly_api_streams", events); g != 2 {
+			return fmt.Errorf("events streams %v, want 2 once one closed", g)
+		}
+		return nil
+	})
+	if _, res := openStream(t, srv, events, testTokens["viewer"]); res.StatusCode != 200 {
+		t.Fatalf("viewer after closing a stream: %d", res.StatusCode)
+	}
+}
+
+// TestBulkLimit: past MaxBulkRequests a bulk route waits for a slot, and
+// answers 503 busy with Retry-After when none frees in time; other routes
+// never wait.
+func TestBulkLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(Options{Redis: testenv.RedisClient(t), Topic: "t", Partitions: 1, MaxBulkRequests: 2, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := s.newLimits()
+	lim.bulkWait = time.Second
+	release := make(chan struct{})
+	var running sync.WaitGroup
+	r := chi.NewRouter().With(lim.limitBulk)
+	r.Get("/v1/zones/history", func(w http.ResponseWriter, r *http.Request) {
+		running.Done()
+		<-release
+		io.WriteString(w, "history")
+	})
+	r.Get("/v1/alarms", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "alarms") })
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	get := func(path string) (int, string, http.Header) {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), res.Header
+	}
+	running.Add(2)
+	done := make(chan string, 3)
+	for range 2 {
+		go func() { _, b, _ := get("/v1/zones/history"); done <- b }()
+	}
+	running.Wait() // both slots taken
+	if code, b, _ := get("/v1/alarms"); code != 200 || b != "alarms" {
+		t.Fatalf("a route that is not bulk waited: %d %s", code, b)
+	}
+	code, b, h := get("/v1/zones/history")
+	var e errorBody
+	if code != 503 || json.Unmarshal([]byte(b), &e) != nil || e.Code != "busy" || h.Get("Retry-After") != "1" {
+		t.Fatalf("a third bulk request: %d %v %s", code, h, b)
+	}
+	// A third that waits while a slot frees gets it.
+	running.Add(1)
+	go func() { _, b, _ := get("/v1/zones/history"); done <- b }()
+	testenv.CheckFor(t, 5*time.Second, func() error {
+		if g := gaugeOf(t, reg, "nofly_api_bulk_requests", "waiting"); g != 1 {
+			return fmt.Errorf("%v waiting, want 1", g)
+		}
+		return nil
+	})
+	close(release)
+	for range 3 {
+		if b := <-done; b != "history" {
+			t.Errorf("a bulk request answered %q", b)
+		}
+	}
+}
