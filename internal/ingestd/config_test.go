@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
@@ -172,6 +173,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 		ProduceTimeout: 2 * time.Second, RetryAfter: 3 * time.Second, ShutdownTimeout: 4 * time.Second,
 		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour,
 		FeedKeys: "keys", LogLevel: "debug",
+		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second,
+			HTTPIdleTimeout: 7 * time.Second, HTTPMaxHeaderBytes: 5000, HTTPMinBodyRate: 6000, HTTPMaxConns: 7},
 	}
 	open := full
 	open.FeedKeys, open.InsecureOpenIntake = "", true
