@@ -195,6 +195,12 @@ func TestHostileConnectionCap(t *testing.T) {
 	sc := scenario.Generate(scenario.DefaultConfig())
 	p.produce(sc.Records)
 	testenv.CheckFor(t, 120*time.Second, p.caughtUp)
+	// What the alerter holds besides the held connections: its own (Kafka,
+	// Redis, files), which FDReserve leaves room for.
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pr.cmd.Process.Pid)); err == nil {
+		t.Logf("alerter descriptors with %d HTTP connections held and the scenario committed: %d (%d of its own; limit %d, reserve %d)",
+			capped, len(fds), len(fds)-capped, nofile, httpserve.FDReserve)
+	}
 	held.Close()
 	testenv.CheckFor(t, 30*time.Second, func() error {
 		refused, err := pr.metric("nofly_http_connections_refused_total")

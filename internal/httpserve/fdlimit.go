@@ -7,7 +7,7 @@ import (
 
 // FDReserve is how many file descriptors the cap on connections leaves to
 // the process itself: its Kafka and Redis connections (the alerter's are
-// about partitions × (4 + outputs) + 20 × GOMAXPROCS; 176 with 12
+// at most about partitions × (4 + outputs) + 20 × GOMAXPROCS: 100 with 12
 // partitions, one output and 2 cores), its files, and the refused
 // connections being closed (lingerSlots). docs/operations.md, "Limits".
 const FDReserve = 512
