@@ -62,6 +62,15 @@ var bulkRoutes = map[string]bool{
 	"GET /v1/map/zones": true, "GET /v1/drones": true,
 }
 
+// largeAnswers are the routes whose answer can be large (a whole zone set,
+// up to 10,000 events, 1,000 alarms or drones, the zone history): their
+// writes are paced (httpserve.Paced) rather than cut by the write
+// timeout, so a client on a slow link gets them as long as it keeps
+// reading at --http-min-body-rate.
+func largeAnswer(route string) bool {
+	return bulkRoutes[route] || route == "GET /v1/events" || route == "GET /v1/alarms"
+}
+
 // routeOf is "METHOD /pattern" of a routed request.
 func routeOf(r *http.Request) (string, string) {
 	rc := chi.RouteContext(r.Context())
@@ -162,6 +171,16 @@ func (l *limits) limitStreams(next http.Handler) http.Handler {
 		g.Inc()
 		defer g.Dec()
 		httpserve.Stream(w, r)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// paceAnswers paces the writes of the routes whose answer can be large.
+func (l *limits) paceAnswers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if route, _ := routeOf(r); largeAnswer(route) {
+			w = httpserve.Paced(w, r)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nofly-dev/nofly/geofence/zonestore"
 	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -217,4 +219,61 @@ func TestBulkLimit(t *testing.T) {
 			t.Errorf("a bulk request answered %q", b)
 		}
 	}
+}
+
+// TestLargeAnswersArePaced: an answer longer than the write timeout allows
+// reaches a client that keeps reading at --http-min-body-rate whole; a
+// client that stops reading is dropped, and its bulk slot freed.
+func TestLargeAnswersArePaced(t *testing.T) {
+	l := httpserve.DefaultLimits()
+	l.HTTPReadTimeout, l.HTTPWriteTimeout, l.HTTPMinBodyRate = time.Second, time.Second, 4<<20
+	var prefix string
+	srv, reg := limitsServer(t, l, func(o *Options) { prefix = o.Prefix })
+	store := zonestore.New(testenv.RedisClient(t), zonestore.Options{Prefix: prefix})
+	for v := range 8 {
+		if _, err := store.Put(context.Background(), int64(v), "geojson", json.RawMessage(bigZoneSet(2000, v+1)), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() (net.Conn, *bufio.Reader) {
+		c, res := openStream(t, srv, "/v1/zones/history", testTokens["viewer"])
+		if res.StatusCode != 200 {
+			t.Fatalf("history: %d", res.StatusCode)
+		}
+		return c, bufio.NewReaderSize(res.Body, 64<<10)
+	}
+	// Steady at 8 MiB/s: 25 MB in about 3 s, three write timeouts.
+	c, body := get()
+	start := time.Now()
+	n := int64(0)
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := body.Read(buf)
+		n += int64(k)
+		if err != nil {
+			if err != io.EOF {
+				t.Fatalf("steady reader: %v after %d bytes", err, n)
+			}
+			break
+		}
+		time.Sleep(8 * time.Millisecond) // the reader's pace under test
+	}
+	c.Close()
+	took := time.Since(start)
+	if n < 25e6 || took < 2*l.HTTPWriteTimeout {
+		t.Fatalf("steady reader: %d bytes in %v; want the whole 25 MB, over more than two write timeouts", n, took)
+	}
+	t.Logf("a reader at ~8 MiB/s got the %d-byte history in %v (write timeout %v)", n, took, l.HTTPWriteTimeout)
+	// Stalled after the first 64 KiB: dropped, its slot freed.
+	c, body = get()
+	if _, err := io.ReadFull(body, buf); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 30*time.Second, func() error {
+		if g := gaugeOf(t, reg, "nofly_api_bulk_requests", "running"); g != 0 {
+			return fmt.Errorf("%v bulk requests running", g)
+		}
+		return nil
+	})
+	c.Close()
 }

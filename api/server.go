@@ -215,7 +215,7 @@ func (s *Server) Handler() http.Handler {
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
 		lim := s.newLimits()
-		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, lim.limitStreams, lim.limitBulk)
+		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, lim.limitStreams, lim.limitBulk, lim.paceAnswers)
 		s.mountAlarms(r)
 		ev := s.mountEvents(r)
 		s.mountMap(r, ev)

@@ -71,9 +71,10 @@ type versionMeta struct {
 // parameters it is every version kept, as `alerter replay --zone-history`
 // reads it; ?after and ?limit page it by version (next_after says where
 // the next page starts), ?zones=false leaves the sets out. The answer is
-// paced (httpserve.Paced): a client that stops reading is dropped, one
-// that reads is not cut by the write timeout. A store error after the
-// first byte aborts the answer, never ends it as if complete.
+// paced (httpserve.Paced, as limits.go's paceAnswers has it already): a
+// client that stops reading is dropped, one that reads is not cut by the
+// write timeout. A store error after the first byte aborts the answer,
+// never ends it as if complete.
 func (z *zonesAPI) history(w http.ResponseWriter, r *http.Request) {
 	hq, perr := parseHistoryQuery(r)
 	if perr != nil {

@@ -20,8 +20,8 @@
 //     default 64 KiB/s in under 9 minutes.
 //   - Handler: once the body is read (a request without one: at once),
 //     the handler has HTTPReadTimeout until its request's context ends and
-//     HTTPWriteTimeout to write its answer. Stream and Paced answers are
-//     the exceptions.
+//     HTTPWriteTimeout to write its answer. Stream answers are out of
+//     both; Paced answers move both with what they wrote.
 //   - Idle: a kept-alive connection waits HTTPIdleTimeout for its next
 //     request.
 package httpserve
@@ -217,48 +217,57 @@ func Stream(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 }
 
-// PacedWriter writes an answer that may take longer than HTTPWriteTimeout
-// to a client that keeps reading: before each Write the deadline moves to
-// start + HTTPWriteTimeout + written/HTTPMinBodyRate, so a client that
-// reads slower than that is dropped (its Write fails) and one that keeps
-// up is not cut.
+// PacedWriter is the http.ResponseWriter of an answer that may take
+// longer than HTTPWriteTimeout to a client that keeps reading: before each
+// Write the deadlines move with what was written — the write deadline to
+// start + HTTPWriteTimeout + written/HTTPMinBodyRate, the read deadline
+// (which ends the request's context) to start + HTTPReadTimeout +
+// written/HTTPMinBodyRate — so a client that reads slower than that is
+// dropped (its Write fails, the context ends), one that keeps up is not
+// cut, and a handler that stops writing still ends as any other.
 type PacedWriter struct {
-	w       http.ResponseWriter
+	http.ResponseWriter
 	rc      *http.ResponseController
 	l       Limits
 	start   time.Time
 	written int64
 }
 
-// Paced returns w as a PacedWriter and takes the request out of the read
-// timeout (its context ends when the client goes, not HTTPReadTimeout
-// after the request), since the pace of the writes now bounds it. Outside
+// Paced returns w as a PacedWriter (w itself when it is one). Outside
 // NewServer (a test's server) the DefaultLimits apply.
 func Paced(w http.ResponseWriter, r *http.Request) *PacedWriter {
-	pw := &PacedWriter{w: w, rc: http.NewResponseController(w), l: DefaultLimits(), start: time.Now()}
+	if pw, ok := w.(*PacedWriter); ok {
+		return pw
+	}
+	pw := &PacedWriter{ResponseWriter: w, rc: http.NewResponseController(w), l: DefaultLimits(), start: time.Now()}
 	if rq := from(r); rq != nil {
 		pw.rc, pw.l = rq.rc, rq.l
 	}
-	_ = pw.rc.SetReadDeadline(time.Time{})
 	return pw
 }
 
-func (pw *PacedWriter) deadline() {
-	_ = pw.rc.SetWriteDeadline(pw.start.Add(pw.l.HTTPWriteTimeout + rate(pw.written, pw.l.HTTPMinBodyRate)))
+// Unwrap is the wrapped writer, for http.ResponseController.
+func (pw *PacedWriter) Unwrap() http.ResponseWriter { return pw.ResponseWriter }
+
+func (pw *PacedWriter) deadlines() {
+	pace := rate(pw.written, pw.l.HTTPMinBodyRate)
+	_ = pw.rc.SetWriteDeadline(pw.start.Add(pw.l.HTTPWriteTimeout + pace))
+	_ = pw.rc.SetReadDeadline(pw.start.Add(pw.l.HTTPReadTimeout + pace))
 }
 
-// Write writes b under the moved deadline.
+// Write writes b under the moved deadlines.
 func (pw *PacedWriter) Write(b []byte) (int, error) {
-	pw.deadline()
-	n, err := pw.w.Write(b)
+	pw.deadlines()
+	n, err := pw.ResponseWriter.Write(b)
 	pw.written += int64(n)
 	return n, err
 }
 
-// WriteString writes s under the moved deadline, without a copy.
+// WriteString writes s under the moved deadlines, without a copy when the
+// wrapped writer can.
 func (pw *PacedWriter) WriteString(s string) (int, error) {
-	pw.deadline()
-	n, err := io.WriteString(pw.w, s)
+	pw.deadlines()
+	n, err := io.WriteString(pw.ResponseWriter, s)
 	pw.written += int64(n)
 	return n, err
 }
