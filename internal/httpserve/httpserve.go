@@ -106,7 +106,7 @@ func Rows[C any](envPrefix string) envflag.Fields[C] {
 		{Name: "HTTPMaxHeaderBytes", Flag: "http-max-header-bytes", Env: envPrefix + "_HTTP_MAX_HEADER_BYTES",
 			Usage: "largest request header block in bytes (431 beyond)"},
 		{Name: "HTTPMinBodyRate", Flag: "http-min-body-rate", Env: envPrefix + "_HTTP_MIN_BODY_RATE",
-			Usage: "bytes per second a request body must keep up after --http-read-timeout (and a long answer be read at); a slower one is closed"},
+			Usage: "bytes per second a request body must keep up after --http-read-timeout, and a client read a large answer at; a slower one is closed"},
 		{Name: "HTTPMaxConns", Flag: "http-max-conns", Env: envPrefix + "_HTTP_MAX_CONNS",
 			Usage: "open HTTP connections at most; one more is answered 503 too_many_connections and closed (lowered at start to leave file descriptors for Kafka and Redis)"},
 	}
