@@ -138,8 +138,8 @@ func TestHostileSlowBodiesAreClosed(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("/healthz during the attack: %d", res.StatusCode)
 	}
-	lastBody, answers := bodies.Closed(t, cfg.HTTPReadTimeout+3*time.Second)
-	lastHeader, _ := headers.Closed(t, cfg.HTTPReadHeaderTimeout+3*time.Second)
+	lastBody, answers := bodies.Closed(t, cfg.HTTPReadTimeout+hostiletest.Slack)
+	lastHeader, _ := headers.Closed(t, cfg.HTTPReadHeaderTimeout+hostiletest.Slack)
 	t.Logf("500 slow bodies closed within %v (read timeout %v), answers %v; 100 slow headers within %v (header timeout %v)",
 		lastBody, cfg.HTTPReadTimeout, answers, lastHeader, cfg.HTTPReadHeaderTimeout)
 	if err := <-produced; err != nil {

@@ -201,7 +201,7 @@ func TestHostileSlowBodiesAreClosed(t *testing.T) {
 	if string(b) != "5" {
 		t.Fatalf("a request beside the attack: %d %q", res.StatusCode, b)
 	}
-	last, status := cs.Closed(t, l.HTTPReadTimeout+2*time.Second)
+	last, status := cs.Closed(t, l.HTTPReadTimeout+hostiletest.Slack)
 	t.Logf("500 slow bodies: the last closed after %v (read timeout %v); answers %v", last, l.HTTPReadTimeout, status)
 	testenv.CheckFor(t, 5*time.Second, func() error {
 		if n := ln.Open(); n != 0 {
@@ -221,7 +221,7 @@ func TestHostileSlowlorisHeaders(t *testing.T) {
 	// the deadline counted from the first byte.
 	time.Sleep(l.HTTPReadHeaderTimeout / 2) // the attacker's pace
 	cs.Trickle()
-	last, _ := cs.Closed(t, l.HTTPReadHeaderTimeout+2*time.Second)
+	last, _ := cs.Closed(t, l.HTTPReadHeaderTimeout+hostiletest.Slack)
 	t.Logf("200 slowloris headers: the last closed after %v (header timeout %v)", last, l.HTTPReadHeaderTimeout)
 }
 

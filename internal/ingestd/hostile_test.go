@@ -104,8 +104,8 @@ func TestHostileSlowBodiesAreClosed(t *testing.T) {
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("a feed's request beside the attack: %d %v", code, err)
 	}
-	lastBody, answers := bodies.Closed(t, rs.cfg.HTTPReadTimeout+3*time.Second)
-	lastHeader, _ := headers.Closed(t, rs.cfg.HTTPReadHeaderTimeout+3*time.Second)
+	lastBody, answers := bodies.Closed(t, rs.cfg.HTTPReadTimeout+hostiletest.Slack)
+	lastHeader, _ := headers.Closed(t, rs.cfg.HTTPReadHeaderTimeout+hostiletest.Slack)
 	grew := int64(peak()) - int64(base.HeapAlloc)
 	t.Logf("500 slow bodies of %d bytes declared closed within %v (read timeout %v), answers %v; 100 slow headers within %v (header timeout %v); live heap grew %.1f MB at most (bound %.1f MB)",
 		rs.cfg.MaxBodyBytes, lastBody, rs.cfg.HTTPReadTimeout, answers, lastHeader, rs.cfg.HTTPReadHeaderTimeout, float64(grew)/1e6, float64(slowBodiesHeapBound)/1e6)
