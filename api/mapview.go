@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nofly-dev/nofly/alerts/dronestore"
 	"github.com/nofly-dev/nofly/geofence"
@@ -43,6 +44,13 @@ type mapAPI struct {
 
 	mu     sync.Mutex
 	cached mapZones // the drawing of the version last asked for
+
+	// The positions streams' producer (positions_hub.go), running while
+	// hubRefs > 0.
+	hubMu    sync.Mutex
+	hub      *posHub
+	hubRefs  int
+	posReads prometheus.Counter
 }
 
 // mapZones is one zone set version drawn, encoded once.
@@ -244,131 +252,6 @@ type posFrame struct {
 	ZoneVersion int64      `json:"zone_version"`
 	Full        bool       `json:"full"`
 	Drones      []posDrone `json:"drones"`
-}
-
-// positions is GET /v1/map/positions: Server-Sent Events, each tick
-// (positionsEvery) one `positions` event with every drone whose last
-// position is newer than the one last sent to this client, within
-// positionsWindow; the first frame ("full": true) has every such drone.
-// Each frame says the zone set version in force. The drone states are the
-// ones GET /v1/drones reads (no write to the pipeline); no cursor: a client
-// that reconnects gets a full frame again.
-func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	m.ev.onShutdown(r)
-	select {
-	case <-m.ev.done:
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down", nil)
-		return
-	default:
-	}
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	if write([]byte(": connected\n\n")) != nil {
-		return
-	}
-	sent := map[string]time.Time{} // drone → the ts last sent
-	tick := time.NewTicker(m.every)
-	defer tick.Stop()
-	full := true
-	lastZV, lastWrite := int64(-1), time.Time{}
-	for {
-		frame, zv, moved, err := m.frame(ctx, sent, full)
-		// A frame with no drone still goes out when the zone version
-		// changed, and at least every positionsIdle: the page's "stale"
-		// clock tells a quiet sky from a dead stream.
-		if err == nil && moved == 0 && !full && zv == lastZV && time.Since(lastWrite) < positionsIdle {
-			frame = nil
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			m.s.log.Warn("map: positions frame", "err", err)
-			// A comment keeps the client's "stale" clock honest: the stream
-			// is alive, the data is not.
-			if write([]byte(": no positions (the alerter's log says why)\n\n")) != nil {
-				return
-			}
-		} else if frame != nil {
-			full, lastZV, lastWrite = false, zv, time.Now()
-			if write(frame) != nil {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.ev.done:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// frame is the next positions event for a client that was sent sent, the
-// zone set version it names and the drones in it.
-func (m *mapAPI) frame(ctx context.Context, sent map[string]time.Time, full bool) ([]byte, int64, int, error) {
-	now := m.s.o.Now()
-	zv, err := m.zones.Version(ctx)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	f := posFrame{At: now.UTC(), ZoneVersion: zv, Full: full, Drones: []posDrone{}}
-	filter := dronestore.Filter{ActiveSince: now.Add(-positionsWindow), Limit: dronestore.MaxLimit}
-	seen := make(map[string]struct{}, len(sent))
-	for {
-		ds, next, err := m.drones.List(ctx, filter)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		for _, d := range ds {
-			if d.TS == nil || d.Lat == nil || d.Lon == nil {
-				continue
-			}
-			seen[d.DroneID] = struct{}{}
-			if last, ok := sent[d.DroneID]; ok && !d.TS.After(last) && !full {
-				continue
-			}
-			sent[d.DroneID] = *d.TS
-			pd := posDrone{DroneID: d.DroneID, TS: *d.TS, Lat: *d.Lat, Lon: *d.Lon, AltM: d.AltM, AltRef: d.AltRef,
-				Alarms: make([]posAlarm, len(d.ActiveAlarms))}
-			for i, a := range d.ActiveAlarms {
-				pd.Alarms[i] = posAlarm{AlarmID: a.AlarmID, ZoneID: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category}
-			}
-			f.Drones = append(f.Drones, pd)
-		}
-		if next == "" {
-			break
-		}
-		filter.Cursor = next
-	}
-	// Drones gone quiet past the window are forgotten, so the map stays
-	// bounded by the drones flying now.
-	for id := range sent {
-		if _, ok := seen[id]; !ok {
-			delete(sent, id)
-		}
-	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	out := make([]byte, 0, len(b)+32)
-	out = append(out, "event: positions\ndata: "...)
-	out = append(out, b...)
-	return append(out, "\n\n"...), zv, len(f.Drones), nil
 }
 
 // mountDashboard serves Options.Dashboard at / and its files, beside the

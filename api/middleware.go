@@ -97,8 +97,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			status = http.StatusOK // a handler that wrote nothing
 		}
 		code := strconv.Itoa(status)
-		s.metrics.requests.WithLabelValues(route, r.Method, code).Inc()
-		s.metrics.duration.WithLabelValues(route, r.Method, code).Observe(d.Seconds())
+		method := methodLabel(r.Method) // a fixed set: made-up methods are "other"
+		s.metrics.requests.WithLabelValues(route, method, code).Inc()
+		s.metrics.duration.WithLabelValues(route, method, code).Observe(d.Seconds())
 		level := slog.LevelInfo
 		if quietRoutes[route] && status < 500 {
 			level = slog.LevelDebug

@@ -103,6 +103,13 @@ type Options struct {
 	// DefaultZoneSetBodyLimit).
 	BodyLimit  int64
 	BodyLimits map[string]int64
+	// MaxStreams and MaxStreamsPerToken cap the open event and positions
+	// streams of the instance and of one token (0: DefaultMaxStreams,
+	// DefaultMaxStreamsPerToken); MaxBulkRequests is how many zone set and
+	// drone list requests run at once (0: DefaultMaxBulkRequests). api/limits.go.
+	MaxStreams         int
+	MaxStreamsPerToken int
+	MaxBulkRequests    int
 
 	// Dashboard, when set, is served at / and at each of DashboardFiles
 	// (top-level file names, folders ending in "/"), open like /healthz:
@@ -212,9 +219,10 @@ func allowed(r *http.Request) []string {
 // listener: /healthz, /readyz, /metrics and /openapi.json, open and on in
 // every mode, and the /v1 API behind (in this order) the per-address rate
 // limit, authentication, the per-token rate limit, the method's least role,
-// the body limit and the described rules of ids, parameters and media
-// types (vet). Every answer is logged and counted (observe), and checked
-// for its Host and a cross-site write first (guard).
+// the body limit, the described rules of ids, parameters and media types
+// (vet), and the stream and bulk caps (limits.go). Every answer is logged
+// and counted (observe), and checked for its Host and a cross-site write
+// first (guard).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.forwarded, s.observe, s.recoverer, s.guard, s.cors)
@@ -228,7 +236,8 @@ func (s *Server) Handler() http.Handler {
 	s.mountOps(r)
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, s.vet)
+		lim := s.newLimits()
+		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, s.vet, lim.limitStreams, lim.limitBulk, lim.paceAnswers)
 		s.mountAlarms(r)
 		ev := s.mountEvents(r)
 		s.mountMap(r, ev)

@@ -399,32 +399,6 @@ func (z *zonesAPI) delete(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (z *zonesAPI) history(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	// The switches first: a version they name is then in the history read
-	// after them, unless trimmed.
-	sw, err := zonestore.ReadSwitches(ctx, z.s.o.Redis, z.s.o.Prefix, z.s.o.Topic, z.s.o.Partitions)
-	if err != nil {
-		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
-		return
-	}
-	vs, err := z.store.History(ctx)
-	if err != nil {
-		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
-		return
-	}
-	cur, err := z.store.Version(ctx)
-	if err != nil {
-		zoneError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
-		return
-	}
-	if vs == nil {
-		vs = []zonestore.Entry{}
-	}
-	w.Header().Set("ETag", etag(cur))
-	zoneJSON(w, http.StatusOK, zonestore.History{Topic: z.s.o.Topic, Partitions: z.s.o.Partitions, Current: cur, Versions: vs, Switches: sw})
-}
-
 // zoneJSON and zoneError write JSON answers and the shared error body
 // {"error", "code", "details"} (H1's writeJSON/writeError once they land).
 func zoneJSON(w http.ResponseWriter, status int, v any) {

@@ -86,6 +86,10 @@ type Limits struct {
 	MaxLineBytes int
 }
 
+// MaxPreGrow is the most a request's buffer is grown before its body
+// arrives.
+const MaxPreGrow = 64 << 10
+
 // Default limits.
 const (
 	DefaultMaxBodyBytes   = 8 << 20
@@ -311,7 +315,11 @@ func (s *Server) postTelemetry(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		// Room for what the client says it sends, up to MaxPreGrow: past
+		// it the buffer grows with what arrives, so a body that is
+		// declared large and never sent holds no more (issue 26: 500 such
+		// bodies declaring 8 MiB each would have held 4 GiB).
+		buf.Grow(int(min(r.ContentLength, MaxPreGrow)) + bytes.MinRead)
 	}
 	if rej := readBody(w, r, buf, coding, lim.MaxBodyBytes); rej != nil {
 		s.reject(w, r, rej)

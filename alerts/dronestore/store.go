@@ -307,49 +307,21 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
 	// applied once every partition was read, since a drone's state on
 	// another partition may win.
 	best := map[string]*Drone{}
-	type scan struct {
-		cursor uint64
-		done   bool
-	}
-	scans := make([]scan, len(s.keys))
-	for {
-		cmds := make([]*redis.ScanCmd, len(s.keys))
-		_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
-			for p, k := range s.keys {
-				if !scans[p].done {
-					cmds[p] = pl.HScan(ctx, k.Drones(), scans[p].cursor, "", scanCount)
-				}
-			}
+	err := s.scan(ctx, func(p int, id, raw string) error {
+		if id <= after {
 			return nil
-		})
+		}
+		d, err := droneOf(id, p, []byte(raw))
 		if err != nil {
-			return nil, "", fmt.Errorf("dronestore: scan drones: %w", err)
+			return err
 		}
-		more := false
-		for p, c := range cmds {
-			if c == nil {
-				continue
-			}
-			kv, next := c.Val()
-			for i := 0; i+1 < len(kv); i += 2 {
-				id := kv[i]
-				if id <= after {
-					continue
-				}
-				d, err := droneOf(id, p, []byte(kv[i+1]))
-				if err != nil {
-					return nil, "", err
-				}
-				if prev, ok := best[id]; !ok || better(&d, prev) {
-					best[id] = &d
-				}
-			}
-			scans[p].cursor, scans[p].done = next, next == 0
-			more = more || next != 0
+		if prev, ok := best[id]; !ok || better(&d, prev) {
+			best[id] = &d
 		}
-		if !more {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
 
 	ids := make([]string, 0, len(best))
@@ -375,6 +347,49 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
 		return nil, "", err
 	}
 	return out, next, nil
+}
+
+// scan calls visit with every field of every partition's drone hash: one
+// HSCAN round per scanCount fields of the largest hash, pipelined across
+// partitions.
+func (s *Store) scan(ctx context.Context, visit func(p int, id, raw string) error) error {
+	type scan struct {
+		cursor uint64
+		done   bool
+	}
+	scans := make([]scan, len(s.keys))
+	cmds := make([]*redis.ScanCmd, len(s.keys))
+	for {
+		clear(cmds)
+		_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for p, k := range s.keys {
+				if !scans[p].done {
+					cmds[p] = pl.HScan(ctx, k.Drones(), scans[p].cursor, "", scanCount)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("dronestore: scan drones: %w", err)
+		}
+		more := false
+		for p, c := range cmds {
+			if c == nil {
+				continue
+			}
+			kv, next := c.Val()
+			for i := 0; i+1 < len(kv); i += 2 {
+				if err := visit(p, kv[i], kv[i+1]); err != nil {
+					return err
+				}
+			}
+			scans[p].cursor, scans[p].done = next, next == 0
+			more = more || next != 0
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // raiseTimes fills the Since of the drones' alarms from the alarm index:

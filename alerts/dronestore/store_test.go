@@ -1,6 +1,7 @@
 package dronestore_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -313,6 +314,48 @@ func TestGet(t *testing.T) {
 	for _, id := range []string{"NOPE", "", string(make([]byte, 65))} {
 		if _, err := e.st.Get(ctx, id); !errors.Is(err, dronestore.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+// TestActive: Active answers what List answers with only ActiveSince set,
+// every page at once: the better state of a drone on two partitions
+// (MOVE's newer one, then the window), no legacy state without a position.
+func TestActive(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, since := range []time.Time{base.Add(-time.Hour), base, base.Add(12 * time.Second), base.Add(time.Minute + 2*time.Second), base.Add(time.Hour)} {
+		list, _, err := e.st.List(ctx, dronestore.Filter{ActiveSince: since, Limit: dronestore.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		act, err := e.st.Active(ctx, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Scanner's second pass, from its memory of the first, is the same.
+		sc := e.st.Scanner()
+		if _, err := sc.Active(ctx, since); err != nil {
+			t.Fatal(err)
+		}
+		again, err := sc.Active(ctx, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again) != len(act) {
+			t.Errorf("since %v: a Scanner's second pass has %d drones, the first %d", since, len(again), len(act))
+		}
+		slices.SortFunc(act, func(a, b dronestore.Drone) int { return cmp.Compare(a.DroneID, b.DroneID) })
+		if since.Equal(base.Add(-time.Hour)) && len(act) != 4 {
+			t.Errorf("since an hour before: %q, want IN, LONG, MOVE and OUT", ids(act))
+		}
+		if !slices.Equal(ids(act), ids(list)) {
+			t.Errorf("since %v: Active %q, List %q", since, ids(act), ids(list))
+		}
+		for i := range act {
+			if act[i].Seq != list[i].Seq || act[i].Partition != list[i].Partition || !act[i].TS.Equal(*list[i].TS) {
+				t.Errorf("since %v: %s: Active %+v, List %+v", since, act[i].DroneID, act[i], list[i])
+			}
 		}
 	}
 }

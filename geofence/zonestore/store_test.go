@@ -155,6 +155,19 @@ func TestHistoryTrim(t *testing.T) {
 	if got := fmt.Sprint(versions()); got != "[6 7 8]" {
 		t.Errorf("after the retention: %s, want the last 3 (MinKeep)", got)
 	}
+	// The one-at-a-time reader sees the same versions; a trimmed one is
+	// not found, a kept one is the History's entry as stored.
+	vs, err := s.HistoryVersions(ctx)
+	if err != nil || fmt.Sprint(vs) != "[6 7 8]" {
+		t.Errorf("HistoryVersions: %v %v, want [6 7 8]", vs, err)
+	}
+	if _, ok, err := s.HistoryEntry(ctx, 5); ok || err != nil {
+		t.Errorf("HistoryEntry(5), trimmed: found %v, %v", ok, err)
+	}
+	e, ok, err := s.HistoryEntry(ctx, 8)
+	if d, derr := decodeEntry([]byte(e)); !ok || err != nil || derr != nil || d.Version != 8 {
+		t.Errorf("HistoryEntry(8): %q found %v, %v %v", e, ok, err, derr)
+	}
 }
 
 // TestNormalize: every format --zones reads is stored as a FeatureCollection

@@ -95,6 +95,7 @@ func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *
 		CORSOrigins:  cfg.APICORSOrigins,
 		Web:          httpguard.Config{Listen: cfg.HTTPAddr, PublicURLs: cfg.PublicURLs, TrustedProxies: cfg.TrustedProxies},
 		RatePerToken: cfg.APIRatePerToken, RatePerAddr: cfg.APIRatePerAddr,
+		MaxStreams: cfg.APIMaxStreams, MaxStreamsPerToken: cfg.APIMaxStreamsPerToken, MaxBulkRequests: cfg.APIMaxBulkRequests,
 		Dashboard: dashboard.Handler(), DashboardFiles: dashboard.Files(),
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
 	"github.com/nofly-dev/nofly/internal/httpguard"
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/redisconn"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -77,7 +78,8 @@ type Config struct {
 	WebhookTimeout     time.Duration // bound of one POST
 	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
 
-	HTTPAddr string // /metrics, /healthz, /readyz, /openapi.json and the API; empty = off
+	HTTPAddr         string // /metrics, /healthz, /readyz, /openapi.json and the API; empty = off
+	httpserve.Limits        // its timeouts, header bound and connection cap (--http-...)
 
 	// The HTTP API (api/) on HTTPAddr. APITokens is the token file; without
 	// it the API is served only on a loopback HTTPAddr, unauthenticated, and
@@ -94,6 +96,11 @@ type Config struct {
 	APIRatePerToken int
 	APIRatePerAddr  int
 	AlarmRetention  time.Duration
+	// The caps of issue 26 (api/limits.go): open streams in total and per
+	// token, and zone set and drone list requests running at once.
+	APIMaxStreams         int
+	APIMaxStreamsPerToken int
+	APIMaxBulkRequests    int
 
 	LogLevel string
 }
@@ -132,31 +139,45 @@ func (c Config) dispatching() bool { return c.EventsTopic != "" || len(c.Webhook
 // batches of 500 records or 20 ms.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:             []string{"127.0.0.1:9092"},
-		Topic:               "telemetry.positions",
-		Partitions:          12,
-		Group:               "nofly-alerter",
-		RedisAddr:           "127.0.0.1:6379",
-		RedisPrefix:         dedup.DefaultPrefix,
-		EventTTL:            dedup.DefaultEventTTL,
-		SignalLostAfter:     alerts.DefaultSignalLostAfter,
-		DroneTTL:            alerts.DefaultDroneTTL,
-		RedisReplicaTimeout: redisreplica.DefaultTimeout,
-		Batch:               500,
-		Linger:              20 * time.Millisecond,
-		SessionTimeout:      10 * time.Second,
-		HeartbeatInterval:   time.Second,
-		RebalanceTimeout:    30 * time.Second,
-		EventsTopic:         "alerts.events",
-		WebhookMaxAttempts:  outbox.DefaultWebhookMaxAttempts,
-		WebhookTimeout:      10 * time.Second,
-		OutboxRetention:     outbox.DefaultRetention,
-		HTTPAddr:            ":9102",
-		APIRatePerToken:     api.DefaultRatePerToken,
-		APIRatePerAddr:      api.DefaultRatePerAddr,
-		AlarmRetention:      dedup.DefaultAlarmRetention,
-		LogLevel:            "info",
+		Brokers:               []string{"127.0.0.1:9092"},
+		Topic:                 "telemetry.positions",
+		Partitions:            12,
+		Group:                 "nofly-alerter",
+		RedisAddr:             "127.0.0.1:6379",
+		RedisPrefix:           dedup.DefaultPrefix,
+		EventTTL:              dedup.DefaultEventTTL,
+		SignalLostAfter:       alerts.DefaultSignalLostAfter,
+		DroneTTL:              alerts.DefaultDroneTTL,
+		RedisReplicaTimeout:   redisreplica.DefaultTimeout,
+		Batch:                 500,
+		Linger:                20 * time.Millisecond,
+		SessionTimeout:        10 * time.Second,
+		HeartbeatInterval:     time.Second,
+		RebalanceTimeout:      30 * time.Second,
+		EventsTopic:           "alerts.events",
+		WebhookMaxAttempts:    outbox.DefaultWebhookMaxAttempts,
+		WebhookTimeout:        10 * time.Second,
+		OutboxRetention:       outbox.DefaultRetention,
+		HTTPAddr:              ":9102",
+		Limits:                alerterLimits(),
+		APIRatePerToken:       api.DefaultRatePerToken,
+		APIRatePerAddr:        api.DefaultRatePerAddr,
+		AlarmRetention:        dedup.DefaultAlarmRetention,
+		APIMaxStreams:         api.DefaultMaxStreams,
+		APIMaxStreamsPerToken: api.DefaultMaxStreamsPerToken,
+		APIMaxBulkRequests:    api.DefaultMaxBulkRequests,
+		LogLevel:              "info",
 	}
+}
+
+// alerterLimits are the alerter's server bounds: httpserve's, with the
+// header timeout it always had (5 s). A PUT /v1/zones of 32 MiB keeps pace
+// at the default --http-min-body-rate (64 KiB/s, 512 kbit/s) and takes up
+// to 30 s + 512 s.
+func alerterLimits() httpserve.Limits {
+	l := httpserve.DefaultLimits()
+	l.HTTPReadHeaderTimeout = 5 * time.Second
+	return l
 }
 
 // ErrConfig is wrapped by every configuration error.
@@ -190,6 +211,13 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 			return badField("HTTPAddr", fmt.Sprintf("%q is not host:port (empty turns it off)", c.HTTPAddr))
 		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		var fe *httpserve.FieldError
+		if errors.As(err, &fe) {
+			return badField(fe.Field, fe.Msg)
+		}
+		return err
 	}
 	switch {
 	case !validTopic(c.Topic):
@@ -238,6 +266,12 @@ func (c Config) Validate() error {
 		return badField("APIRatePerAddr", "must not be negative (0: unlimited)")
 	case c.AlarmRetention < time.Minute:
 		return badField("AlarmRetention", "must be at least 1m")
+	case c.APIMaxStreams < 1:
+		return badField("APIMaxStreams", "must be at least 1")
+	case c.APIMaxStreamsPerToken < 1 || c.APIMaxStreamsPerToken > c.APIMaxStreams:
+		return badField("APIMaxStreamsPerToken", fmt.Sprintf("must be from 1 to --api-max-streams (%d)", c.APIMaxStreams))
+	case c.APIMaxBulkRequests < 1:
+		return badField("APIMaxBulkRequests", "must be at least 1")
 	}
 	for _, u := range c.PublicURLs {
 		if _, err := httpguard.ParsePublicURL(u); err != nil {
@@ -322,6 +356,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
 	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
 	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
+}, httpserve.Rows[Config]("NOFLY_ALERTER"), envflag.Fields[Config]{
 	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},
 	{Name: "APICORSOrigins", Flag: "api-cors-origins", Env: "NOFLY_API_CORS_ORIGINS", Usage: "origins a browser may call the API from, comma separated (* for any); empty: no CORS"},
 	{Name: "PublicURLs", Flag: "public-url", Env: "NOFLY_ALERTER_PUBLIC_URLS", Usage: "a URL clients reach --http by (http[s]://host[:port]); its host is accepted as Host and its origin as a write's Origin (the listener's addresses, localhost and the hostname always are); repeatable, or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
@@ -329,6 +364,9 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
 	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
+	{Name: "APIMaxStreams", Flag: "api-max-streams", Env: "NOFLY_API_MAX_STREAMS", Usage: "open event and positions streams of this instance at most (503 with Retry-After beyond)"},
+	{Name: "APIMaxStreamsPerToken", Flag: "api-max-streams-per-token", Env: "NOFLY_API_MAX_STREAMS_PER_TOKEN", Usage: "open event and positions streams of one token at most (429 with Retry-After beyond)"},
+	{Name: "APIMaxBulkRequests", Flag: "api-max-bulk-requests", Env: "NOFLY_API_MAX_BULK_REQUESTS", Usage: "zone set, zone history and drone list requests served at once; more wait up to 10s, then 503"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
 })
 

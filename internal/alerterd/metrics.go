@@ -2,13 +2,17 @@ package alerterd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nofly-dev/nofly/internal/httpserve"
 )
 
 // metrics is the alerter's registry (its own, so that several alerters can
@@ -31,14 +35,21 @@ func newMetrics() *metrics {
 }
 
 // serveHTTP serves h (api.Server's router: /metrics, /healthz, /readyz,
-// /openapi.json and the API) on addr until ctx ends. No write timeout: the
-// event stream is one long answer.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+// /openapi.json and the API) on addr until ctx ends, under l: the
+// timeouts, header bound and connection cap of internal/httpserve (the
+// event streams take themselves out of the read and write timeouts, and
+// a connection over the cap is answered 503 in the API's error shape).
+func serveHTTP(ctx context.Context, addr string, h http.Handler, l httpserve.Limits, reg prometheus.Registerer, log *slog.Logger) (net.Addr, error) {
+	refusal := func(n int) []byte {
+		b, _ := json.Marshal(map[string]any{"error": fmt.Sprintf("this alerter has %d connections open, the most it takes (--http-max-conns); retry later", n),
+			"code": "too_many_connections", "details": map[string]any{"max_conns": n}})
+		return b
+	}
+	ln, err := l.Listen(addr, refusal, httpserve.NewMetrics(reg), log)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpserve.NewServer(h, l, log)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

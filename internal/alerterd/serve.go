@@ -103,7 +103,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		if err != nil {
 			return err
 		}
-		na, err := serveHTTP(ctx, cfg.HTTPAddr, h, log)
+		na, err := serveHTTP(ctx, cfg.HTTPAddr, h, cfg.Limits, m.reg, log)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 		}

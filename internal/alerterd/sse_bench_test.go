@@ -72,8 +72,11 @@ const (
 // returning once each got its first comment.
 func connectSSE(b *testing.B, p *pipeline, n int, query func(i int) string, child bool, idsCap int) *sseClients {
 	rdb := redis.NewClient(&redis.Options{Addr: p.redisAddr, ClientName: "bench-api"})
+	// All n streams are the one anonymous token's (no token file): the
+	// per-token cap is raised to them.
 	s, err := api.New(api.Options{Redis: rdb, Prefix: p.prefix, Topic: p.topic, Partitions: p.partitions,
-		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
+		MaxStreamsPerToken: max(n, api.DefaultMaxStreamsPerToken), MaxStreams: max(n, api.DefaultMaxStreams)})
 	if err != nil {
 		b.Fatal(err)
 	}

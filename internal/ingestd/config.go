@@ -12,6 +12,7 @@ import (
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/internal/envflag"
 	"github.com/nofly-dev/nofly/internal/httpguard"
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
@@ -26,13 +27,14 @@ type Config struct {
 	Replication        int // -1 = the broker's default.replication.factor
 	kafkaconn.Security     // TLS and SASL to Kafka (--kafka-tls..., --kafka-sasl...)
 
-	Addr            string
-	MaxBodyBytes    int64
-	MaxRecords      int
-	MaxLineBytes    int
-	ProduceTimeout  time.Duration
-	RetryAfter      time.Duration
-	ShutdownTimeout time.Duration
+	Addr             string
+	MaxBodyBytes     int64
+	MaxRecords       int
+	MaxLineBytes     int
+	ProduceTimeout   time.Duration
+	RetryAfter       time.Duration
+	ShutdownTimeout  time.Duration
+	httpserve.Limits // the server's timeouts, header bound and connection cap (--http-...)
 
 	MaxClockSkewAhead time.Duration // 0 = no bound
 	MaxRecordAge      time.Duration // 0 = no bound
@@ -68,6 +70,7 @@ func DefaultConfig() Config {
 		ProduceTimeout:  ingest.DefaultProduceTimeout,
 		RetryAfter:      ingest.DefaultRetryAfter,
 		ShutdownTimeout: 30 * time.Second,
+		Limits:          httpserve.DefaultLimits(),
 		LogLevel:        "info",
 
 		MaxClockSkewAhead: ingest.DefaultMaxClockSkewAhead,
@@ -130,6 +133,21 @@ func (c Config) Validate() error {
 	if _, err := httpguard.ParseProxies(c.TrustedProxies); err != nil {
 		return badField("TrustedProxies", err.Error())
 	}
+	if err := c.Limits.Validate(); err != nil {
+		var fe *httpserve.FieldError
+		if errors.As(err, &fe) {
+			return badField(fe.Field, fe.Msg)
+		}
+		return err
+	}
+	// A request's 202 waits for Kafka after its body: the answer must be
+	// allowed that long, and the handler's context too.
+	if c.HTTPWriteTimeout <= c.ProduceTimeout {
+		return badField("HTTPWriteTimeout", fmt.Sprintf("must be more than ProduceTimeout (%v): a 202 waits for Kafka's acknowledgement", c.ProduceTimeout))
+	}
+	if c.HTTPReadTimeout <= c.ProduceTimeout {
+		return badField("HTTPReadTimeout", fmt.Sprintf("must be more than ProduceTimeout (%v): a request's context ends this long after its body was read", c.ProduceTimeout))
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return badField("LogLevel", err.Error())
 	}
@@ -162,6 +180,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "ProduceTimeout", Flag: "produce-timeout", Env: "NOFLY_INGEST_PRODUCE_TIMEOUT", Usage: "longest wait for Kafka's acknowledgement of a request (503 beyond)"},
 	{Name: "RetryAfter", Flag: "retry-after", Env: "NOFLY_INGEST_RETRY_AFTER", Usage: "Retry-After of a 503"},
 	{Name: "ShutdownTimeout", Flag: "shutdown-timeout", Env: "NOFLY_INGEST_SHUTDOWN_TIMEOUT", Usage: "how long a SIGTERM waits for in-flight requests and queued records"},
+}, httpserve.Rows[Config]("NOFLY_INGEST"), envflag.Fields[Config]{
 	{Name: "MaxClockSkewAhead", Flag: "max-clock-skew-ahead", Env: "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD", Usage: "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound"},
 	{Name: "MaxRecordAge", Flag: "max-record-age", Env: "NOFLY_INGEST_MAX_RECORD_AGE", Usage: "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound"},
 	{Name: "TickInterval", Flag: "tick-interval", Env: "NOFLY_INGEST_TICK_INTERVAL", Usage: "how often a clock tick is written to every partition of the telemetry topic (the alerter's clock for signal lost, zone windows and forgetting when no telemetry flows)"},
@@ -191,5 +210,6 @@ func (f *flagSet) kafkaFlags(c *Config) {
 // serveFlags registers the fields of the HTTP intake.
 func (f *flagSet) serveFlags(c *Config) {
 	configFields.RegisterOnly(f.FlagSet, c, "Addr", "MaxBodyBytes", "MaxRecords", "MaxLineBytes", "ProduceTimeout", "RetryAfter",
-		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies", "TickInterval")
+		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies", "TickInterval",
+		"HTTPReadHeaderTimeout", "HTTPReadTimeout", "HTTPWriteTimeout", "HTTPIdleTimeout", "HTTPMaxHeaderBytes", "HTTPMinBodyRate", "HTTPMaxConns")
 }

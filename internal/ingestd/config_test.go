@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 )
 
@@ -173,6 +174,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour, TickInterval: 500 * time.Millisecond,
 		FeedKeys: "keys", LogLevel: "debug",
 		PublicURLs: []string{"https://ingest.example", "http://ingest:8080"}, TrustedProxies: []string{"10.0.0.0/8", "::1"},
+		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second,
+			HTTPIdleTimeout: 7 * time.Second, HTTPMaxHeaderBytes: 5000, HTTPMinBodyRate: 6000, HTTPMaxConns: 7},
 	}
 	open := full
 	open.FeedKeys, open.InsecureOpenIntake = "", true

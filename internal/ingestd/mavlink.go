@@ -17,6 +17,7 @@ import (
 
 	"github.com/nofly-dev/nofly/feeds/mavlink"
 	"github.com/nofly-dev/nofly/ingest"
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -83,14 +84,20 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 	promReg := prometheus.NewRegistry()
 	m := newMavMetrics(promReg)
 	if o.http != "" {
-		ln, err := net.Listen("tcp", o.http)
+		// Metrics and health only: the shared timeouts, and a cap of a few
+		// connections (scrapers and probes).
+		l := httpserve.DefaultLimits()
+		l.HTTPMaxConns = mavlinkMaxConns
+		ln, err := l.Listen(o.http, func(n int) []byte {
+			return fmt.Appendf(nil, `{"error":"more than %d connections open","code":"too_many_connections"}`, n)
+		}, httpserve.NewMetrics(promReg), log)
 		if err != nil {
 			return err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv := httpserve.NewServer(mux, l, log)
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("mavlink metrics", "addr", ln.Addr().String())
@@ -176,6 +183,10 @@ func newMavMetrics(reg prometheus.Registerer) *mavMetrics {
 	}
 	return m
 }
+
+// mavlinkMaxConns caps the connections to ingest mavlink's --http (its
+// metrics and health): scrapers and probes, a few at a time.
+const mavlinkMaxConns = 64
 
 // queueBatches is the read queue's capacity in batches.
 const queueBatches = 64

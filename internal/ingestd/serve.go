@@ -3,6 +3,7 @@ package ingestd
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/nofly-dev/nofly/ingest"
 	"github.com/nofly-dev/nofly/ingest/feedkey"
 	"github.com/nofly-dev/nofly/internal/httpguard"
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
@@ -124,9 +126,15 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		_, _ = w.Write(openapiYAML)
 	})
 	s.api = api
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	s.ln, err = net.Listen("tcp", cfg.Addr)
+	// Timeouts, a header bound and a connection cap (internal/httpserve):
+	// no client may hold ingest's connections or descriptors, which its
+	// producer needs for Kafka.
+	s.http = httpserve.NewServer(api, cfg.Limits, log)
+	s.ln, err = cfg.Limits.Listen(cfg.Addr, func(n int) []byte {
+		b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf("ingest has %d connections open, the most it takes (--http-max-conns); retry later", n),
+			"code": "too_many_connections"})
+		return b
+	}, httpserve.NewMetrics(reg), log)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
