@@ -230,20 +230,25 @@ func (m *mapAPI) drawn(ctx context.Context, v int64) ([]byte, int64, error) {
 
 // posDrone is one drone of a positions frame.
 type posDrone struct {
-	DroneID string     `json:"drone_id"`
-	TS      time.Time  `json:"ts"`
-	Lat     float64    `json:"lat"`
-	Lon     float64    `json:"lon"`
-	AltM    *float64   `json:"alt_m"`
-	AltRef  *string    `json:"alt_ref"`
-	Alarms  []posAlarm `json:"alarms"`
+	DroneID string    `json:"drone_id"`
+	TS      time.Time `json:"ts"`
+	Lat     float64   `json:"lat"`
+	Lon     float64   `json:"lon"`
+	AltM    *float64  `json:"alt_m"`
+	AltRef  *string   `json:"alt_ref"`
+	// LastSeen (the log's clock) and Stale: a drone with an active alarm
+	// is sent however long it has been silent, and the page draws it lost.
+	LastSeen *time.Time `json:"last_seen"`
+	Stale    bool       `json:"stale"`
+	Alarms   []posAlarm `json:"alarms"`
 }
 
 type posAlarm struct {
-	AlarmID  string `json:"alarm_id"`
-	ZoneID   string `json:"zone_id"`
-	ZoneName string `json:"zone_name"`
-	Category string `json:"category"`
+	AlarmID         string     `json:"alarm_id"`
+	ZoneID          string     `json:"zone_id"`
+	ZoneName        string     `json:"zone_name"`
+	Category        string     `json:"category"`
+	SignalLostSince *time.Time `json:"signal_lost_since"`
 }
 
 // posFrame is one `positions` event of the stream.

@@ -33,8 +33,29 @@ import (
 type posEntry struct {
 	id      string
 	ts      time.Time
-	changed uint64 // the snapshot in which ts last moved forward
+	key     string // what the page draws besides the position: stale, the alarms and their signal
+	changed uint64 // the snapshot in which ts moved forward or key changed
 	json    []byte // its posDrone, encoded
+}
+
+// drawnKey is what of d, besides its position, the page draws: whether it
+// is stale, and its alarms with their signal. A drone that falls silent
+// has no new position but must be sent again when it turns stale, when
+// the clock raises or clears one of its alarms, or when their signal is
+// lost or regained.
+func drawnKey(d *dronestore.Drone) string {
+	var b strings.Builder
+	if d.Stale {
+		b.WriteByte('s')
+	}
+	for _, a := range d.ActiveAlarms {
+		b.WriteString(a.AlarmID)
+		if a.SignalLostSince != nil {
+			b.WriteByte('l')
+		}
+		b.WriteByte(',')
+	}
+	return b.String()
 }
 
 // posSnap is what the producer read in one tick.
@@ -209,20 +230,22 @@ func (h *posHub) read(ctx context.Context, sc *dronestore.Scanner, seq uint64, e
 			continue
 		}
 		seen[d.DroneID] = struct{}{}
-		if e := entries[d.DroneID]; e != nil && !d.TS.After(e.ts) {
+		key := drawnKey(d)
+		if e := entries[d.DroneID]; e != nil && !d.TS.After(e.ts) && e.key == key {
 			continue
 		}
 		pd := posDrone{DroneID: d.DroneID, TS: *d.TS, Lat: *d.Lat, Lon: *d.Lon, AltM: d.AltM, AltRef: d.AltRef,
-			Alarms: make([]posAlarm, len(d.ActiveAlarms))}
+			LastSeen: d.LastSeen, Stale: d.Stale, Alarms: make([]posAlarm, len(d.ActiveAlarms))}
 		for i, a := range d.ActiveAlarms {
-			pd.Alarms[i] = posAlarm{AlarmID: a.AlarmID, ZoneID: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category}
+			pd.Alarms[i] = posAlarm{AlarmID: a.AlarmID, ZoneID: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category,
+				SignalLostSince: a.SignalLostSince}
 		}
 		b, err := json.Marshal(pd)
 		if err != nil {
 			s.err = err
 			return s
 		}
-		entries[d.DroneID] = &posEntry{id: d.DroneID, ts: *d.TS, changed: seq, json: b}
+		entries[d.DroneID] = &posEntry{id: d.DroneID, ts: *d.TS, key: key, changed: seq, json: b}
 	}
 	// Drones gone quiet past the window are forgotten, so what is kept
 	// stays bounded by the drones flying now.

@@ -6,7 +6,9 @@ import (
 )
 
 // Active returns every drone whose last position's ts is at or after
-// since, in no order, without their alarms' raise times (Since is nil):
+// since, and every drone with an active alarm however long ago it was
+// heard (the map keeps drawing it where it was last seen), in no order,
+// with Stale filled but without their alarms' raise times (Since is nil):
 // one pass over every partition's drone hash, where List, which pages,
 // reads every hash again for each page. A Scanner does the same and does
 // not decode again a state unchanged since its last pass.
@@ -78,9 +80,12 @@ func (sc *Scanner) Active(ctx context.Context, since time.Time) ([]Drone, error)
 	}
 	var out []Drone
 	for _, d := range best {
-		if f.match(d) {
+		if f.match(d) || len(d.ActiveAlarms) > 0 && !d.pos.IsZero() {
 			out = append(out, *d)
 		}
+	}
+	if err := sc.s.staleness(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

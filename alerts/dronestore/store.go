@@ -87,6 +87,10 @@ type Alarm struct {
 	// Since is the raising event's ts, from the alarm index; null when the
 	// index does not hold the alarm (raised before the index existed).
 	Since *time.Time `json:"since"`
+	// SignalLostSince is, while the drone is not heard (a signal_lost and
+	// no signal_regained since), when it was last heard on the log's
+	// clock; null while it is heard.
+	SignalLostSince *time.Time `json:"signal_lost_since"`
 }
 
 // Point is a position: the last known one, or one of the track's.
@@ -165,6 +169,10 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 	}
 	for _, a := range st.Alarms {
 		al := Alarm{AlarmID: a.Alarm, ZoneID: a.Zone, ZoneName: a.Name, Category: a.Category, RaisedSeq: a.RaisedSeq}
+		if a.Lost != 0 {
+			t := time.UnixMilli(a.Lost).UTC()
+			al.SignalLostSince = &t
+		}
 		if al.AlarmID == "" {
 			al.AlarmID = alerts.AlarmID(id, a.Zone, a.RaisedSeq)
 		}
