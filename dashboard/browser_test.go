@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 
 // startStack starts ingest and the alerter on zones (a GeoJSON file's
 // content).
-func startStack(t *testing.T, zones []byte, partitions int) *stack {
+func startStack(t *testing.T, zones []byte, partitions int, alerterArgs ...string) *stack {
 	t.Helper()
 	brokers := testenv.Kafka(t)
 	redisAddr := testenv.Redis(t)
@@ -106,7 +106,7 @@ func startStack(t *testing.T, zones []byte, partitions int) *stack {
 	s.start("ingest", bin+"/ingest", append([]string{"serve", fmt.Sprintf("--addr=127.0.0.1:%d", ip)}, common...))
 	s.alerterLog = s.start("alerter", bin+"/alerter", append([]string{"serve", "--redis=" + redisAddr, "--redis-prefix=" + testenv.RedisPrefix(t, run),
 		"--group=" + run, "--zones=" + zf, "--events-topic=" + topic + ".events", "--api-tokens=" + tokens,
-		fmt.Sprintf("--http=127.0.0.1:%d", ap)}, common...))
+		fmt.Sprintf("--http=127.0.0.1:%d", ap)}, append(common, alerterArgs...)...))
 	testenv.CheckFor(t, 60*time.Second, func() error { return getOK(s.ingest + "/readyz") })
 	testenv.CheckFor(t, 60*time.Second, func() error { return getOK(s.alerter + "/readyz") })
 	return s
@@ -439,6 +439,41 @@ func TestDashboardIncursion(t *testing.T) {
 	if dup != 0 {
 		t.Errorf("%d events shown twice", dup)
 	}
+}
+
+// TestDashboardSignalLost: a drone silent inside a zone is declared lost
+// by the log's clock (ingest's ticks, --signal-lost-after 3s): its alarm
+// says "signal lost ... ago", the map keeps it where it was heard, greyed
+// with a dashed ring, its popup says so; its next position regains it.
+func TestDashboardSignalLost(t *testing.T) {
+	s := startStack(t, testZones(), 2, "--signal-lost-after=3s")
+	b := openBrowser(t, s.alerter, "operator")
+	b.signIn(s.operator)
+	now := time.Now()
+	s.send(pos("SIL-1", 1, now, 51.45, 0.45))
+	b.run("see the alarm", chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-state="active"][data-lost="false"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-drones="1"]`)))
+	sel := `#active li.alarm[data-state="active"][data-lost="true"]`
+	b.run("see the signal lost", chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(`body[data-lost-drones="1"]`)))
+	text := eval[string](b, `document.querySelector('`+sel+`').textContent`)
+	for _, want := range []string{"ACTIVE · SIGNAL LOST · UNACKED", "signal lost under a minute ago", "drawn where it was"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("lost alarm item %q lacks %q", text, want)
+		}
+	}
+	style := eval[string](b, `nofly.droneStyle('SIL-1')`)
+	if !strings.Contains(style, `"dashArray":"4 3"`) || !strings.Contains(style, `"fillColor":"#9e9e9e"`) {
+		t.Errorf("the lost drone is drawn %s, want greyed with a dashed ring", style)
+	}
+	popup := eval[string](b, `nofly.dronePopupText('SIL-1')`)
+	if !strings.Contains(popup, "SIGNAL LOST under a minute ago") {
+		t.Errorf("the lost drone's popup %q does not say its signal is lost", popup)
+	}
+	b.shot("signal-lost")
+	s.send(pos("SIL-1", 2, time.Now(), 51.451, 0.451))
+	b.run("see it regained", chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-state="active"][data-lost="false"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-lost-drones="0"]`)))
+	b.shot("signal-regained")
 }
 
 // TestDashboardRoles: a viewer sees the alarm but no Ack button; an

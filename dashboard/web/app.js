@@ -22,6 +22,12 @@
     return e;
   };
   const fmtTime = (s) => s ? new Date(s).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–';
+  // How long ago an instant of the log's clock was, as an operator reads it.
+  const fmtAgo = (s) => {
+    const m = Math.floor((Date.now() - Date.parse(s)) / 60000);
+    if (!(m >= 1)) return 'under a minute ago';
+    return m < 60 ? m + ' min ago' : Math.floor(m / 60) + ' h ' + (m % 60) + ' min ago';
+  };
   const fmtLimit = (l) => l ? `${l.m} m ${l.ref}` : 'none';
 
   // What tests and operators can read of the page's state.
@@ -302,12 +308,16 @@
   // ---- drones ---------------------------------------------------------
   const drones = new Map(); // id → {marker, track, points, alarms, last}
   let follow = null;
+  // A drone whose signal is lost (silent past --signal-lost-after) with an
+  // alarm stays where it was last heard, greyed with a dashed ring.
+  const isLost = (d) => d.alarms.length > 0 && !!d.last.stale;
   function droneStyle(d) {
     const alarm = d.alarms.length > 0;
     const restricted = d.alarms.some((a) => a.category === 'restricted');
+    if (isLost(d)) return { radius: 9, color: restricted ? '#d50000' : '#ff6d00', weight: 3, dashArray: '4 3', fillColor: '#9e9e9e', fillOpacity: 0.75 };
     return alarm
-      ? { radius: 8, color: '#fff', weight: 3, fillColor: restricted ? '#d50000' : '#ff6d00', fillOpacity: 1 }
-      : { radius: 5, color: '#0d47a1', weight: 1.5, fillColor: '#42a5f5', fillOpacity: 0.95 };
+      ? { radius: 8, color: '#fff', weight: 3, dashArray: null, fillColor: restricted ? '#d50000' : '#ff6d00', fillOpacity: 1 }
+      : { radius: 5, color: '#0d47a1', weight: 1.5, dashArray: null, fillColor: '#42a5f5', fillOpacity: 0.95 };
   }
   function dronePopup(id) {
     const d = drones.get(id);
@@ -315,10 +325,14 @@
     const p = d.last;
     return el('div', { class: 'zonepop' },
       el('dt', { text: 'Drone ' + id }),
+      isLost(d) ? el('dd', { class: 'lost', text: 'SIGNAL LOST ' + fmtAgo(p.last_seen) + ' — last heard ' + fmtTime(p.last_seen) + ', drawn where it was' }) : '',
       el('dd', { text: fmtTime(p.ts) + ' · ' + p.lat.toFixed(5) + ', ' + p.lon.toFixed(5) + (p.alt_m !== null ? ' · ' + p.alt_m + ' m ' + (p.alt_ref || '') : ' · altitude unknown') }),
       el('dd', { text: d.alarms.length ? 'IN ALARM: ' + d.alarms.map((a) => a.zone_name + ' (' + a.category + ')').join(', ') : 'no active alarm' }),
       el('button', { type: 'button', class: 'popbtn', text: follow === id ? 'Stop following' : 'Follow', onclick: () => setFollow(follow === id ? null : id) }));
   }
+  // For the browser tests: how a drone is drawn and what its popup says.
+  window.nofly.droneStyle = (id) => { const d = drones.get(id); return d ? JSON.stringify(droneStyle(d)) : ''; };
+  window.nofly.dronePopupText = (id) => dronePopup(id).textContent;
   function setFollow(id) {
     follow = id;
     const f = $('following');
@@ -346,11 +360,13 @@
         d.marker.bindPopup(() => dronePopup(id));
         drones.set(p.drone_id, d);
       }
-      const was = d.alarms.length;
+      const was = d.alarms.length, wasLost = isLost(d);
       d.alarms = p.alarms; d.last = p;
-      d.points.push({ t: Date.parse(p.ts), ll });
+      const t = Date.parse(p.ts);
+      if (!d.points.length || d.points[d.points.length - 1].t !== t) d.points.push({ t, ll });
       d.marker.setLatLng(ll);
-      if (was !== p.alarms.length || was) d.marker.setStyle(droneStyle(d));
+      if (was !== p.alarms.length || was || wasLost !== isLost(d)) d.marker.setStyle(droneStyle(d));
+      for (const a of p.alarms) noteSignal(a.alarm_id, 0, a.signal_lost_since);
       if (follow === p.drone_id) map.panTo(ll, { animate: false });
     }
     // Tracks hold the last TRACK_MS; a drone silent past it leaves the map.
@@ -358,6 +374,13 @@
       const cut = Math.max(now, Date.parse(frame.at)) - TRACK_MS;
       let k = 0;
       while (k < d.points.length && d.points[k].t < cut) k++;
+      if (k === d.points.length && d.alarms.length) {
+        // An alarm keeps its drone on the map at its last known position,
+        // however long ago: its track goes, the marker stays.
+        d.points.splice(0, d.points.length - 1);
+        d.track.setLatLngs([]);
+        continue;
+      }
       if (k === d.points.length) {
         d.marker.remove(); d.track.remove(); drones.delete(id);
         if (follow === id) setFollow(null);
@@ -368,6 +391,7 @@
     }
     $('dronecount').textContent = 'drones: ' + drones.size;
     document.body.dataset.drones = String(drones.size);
+    document.body.dataset.lostDrones = String([...drones.values()].filter(isLost).length);
     if (frame.zone_version !== zones.version && zones.version !== null) loadZones(false);
   }
 
@@ -375,6 +399,7 @@
   const alarms = new Map(); // alarm_id → alarm (the API's Alarm shape)
   const history = { cursor: null, query: '' };
   function merge(a) {
+    if (a.signal_lost_since !== undefined) noteSignal(a.alarm_id, 0, a.signal_lost_since);
     const old = alarms.get(a.alarm_id);
     if (!old) { alarms.set(a.alarm_id, a); return a; }
     // Events and lists may arrive in any order; each field only moves
@@ -384,8 +409,22 @@
     return old;
   }
   function onList(a) { return a.state === 'active' || !a.ack; }
+  // The signal of an alarm's drone: lost and regained many times, so not a
+  // field that only moves forward. Each loss has a number (the n of its
+  // events' ids alarm_id:signal_lost:n); what the lists and the map say
+  // (n 0) only counts until an event has spoken.
+  const signals = new Map(); // alarm_id → {n, since (null: heard)}
+  function noteSignal(id, n, since) {
+    const s = signals.get(id);
+    if (s && (n < s.n || (n === 0 && s.n > 0))) return;
+    if (s && n === s.n && n > 0 && s.since === null) return; // regained wins over its own loss
+    signals.set(id, { n, since: since || null });
+    const a = alarms.get(id);
+    if (a) renderActive();
+  }
+  const lostSince = (a) => { const s = signals.get(a.alarm_id); return a.state === 'active' && s ? s.since : null; };
   function stateText(a) {
-    return (a.state === 'active' ? 'ACTIVE' : 'CLEARED') + ' · ' + (a.ack ? 'ACKED' : 'UNACKED');
+    return (a.state === 'active' ? 'ACTIVE' : 'CLEARED') + (lostSince(a) ? ' · SIGNAL LOST' : '') + ' · ' + (a.ack ? 'ACKED' : 'UNACKED');
   }
   function shapeOf(a) {
     // Shape as well as colour: ▲ restricted, ◆ warning; filled when
@@ -394,7 +433,8 @@
     return a.ack ? (r ? '△' : '◇') : (r ? '▲' : '◆');
   }
   function alarmItem(a, withAck) {
-    const li = el('li', { class: ['alarm', a.category, a.state, a.ack ? 'acked' : 'unacked'].join(' '), 'data-alarm-id': a.alarm_id, 'data-state': a.state, 'data-acked': a.ack ? 'true' : 'false' });
+    const lost = lostSince(a);
+    const li = el('li', { class: ['alarm', a.category, a.state, a.ack ? 'acked' : 'unacked', lost ? 'lost' : ''].join(' '), 'data-alarm-id': a.alarm_id, 'data-state': a.state, 'data-acked': a.ack ? 'true' : 'false', 'data-lost': lost ? 'true' : 'false' });
     const where = el('button', { type: 'button', class: 'where', title: 'Show on the map', onclick: () => flyTo(a) },
       'drone ' + a.drone_id + ' in ' + (a.zone_name || a.zone_id));
     li.append(el('div', { class: 'head' },
@@ -405,6 +445,7 @@
     const meta = 'raised ' + fmtTime(a.raised && a.raised.ts) + (a.cleared ? ' · cleared ' + fmtTime(a.cleared.ts) + ' (' + a.cleared.reason + ')' : '') +
       (a.ack ? ' · acked by ' + a.ack.by + ' ' + fmtTime(a.ack.at) + (a.ack.note ? ': “' + a.ack.note + '”' : '') : '');
     li.append(el('div', { class: 'meta', text: meta }));
+    if (lost) li.append(el('div', { class: 'lostnote', text: 'signal lost ' + fmtAgo(lost) + ' (last heard ' + fmtTime(lost) + '): the drone is drawn where it was' }));
     if (withAck && !a.ack && me && me.can_ack) {
       const note = el('input', { type: 'text', maxlength: '1024', placeholder: 'note (optional)', 'aria-label': 'Note for the ack of ' + a.alarm_id });
       const btn = el('button', { type: 'button', class: 'ack', text: 'Ack', 'aria-label': 'Acknowledge alarm of drone ' + a.drone_id + ' in ' + (a.zone_name || a.zone_id) });
@@ -536,6 +577,10 @@
     } else if (e.type === 'acked') {
       if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id); return; }
       merge(Object.assign(base, { ack: { by: e.by, at: e.ts, note: e.note || '' } }));
+    } else if (e.type === 'signal_lost' || e.type === 'signal_regained') {
+      const n = Number(e.event_id.slice(e.event_id.lastIndexOf(':') + 1)) || 0;
+      noteSignal(e.alarm_id, n, e.type === 'signal_lost' ? (e.last_seen || e.ts) : null);
+      if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id); return; }
     }
     renderActive();
   }
@@ -675,6 +720,9 @@
     lastFrame = t;
     requestAnimationFrame(tick);
   })(lastFrame);
+
+  // "signal lost 3 min ago" moves on without an event.
+  setInterval(() => { if ([...signals.values()].some((x) => x.since)) renderActive(); }, 15000);
 
   async function start() {
     try {
