@@ -136,6 +136,9 @@ func (e *Engine) Partition() int { return e.partition }
 // dedup.NoVersion if none.
 func (e *Engine) Applied() int64 { return e.applied }
 
+// Drones returns how many drones the engine holds.
+func (e *Engine) Drones() int { return len(e.drones) }
+
 // Drone returns a copy of a drone's state and whether the engine knows it.
 func (e *Engine) Drone(id string) (DroneState, bool) {
 	s, ok := e.drones[id]
