@@ -42,7 +42,7 @@ type runningService struct {
 
 // startService starts the intake on cfg and waits until /readyz says it is
 // connected to Kafka. It is stopped (gracefully) when the test ends.
-func startService(t *testing.T, cfg Config) *runningService {
+func startService(t testing.TB, cfg Config) *runningService {
 	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	if err := cfg.Validate(); err != nil {
