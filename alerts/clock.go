@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"container/heap"
 	"slices"
 	"strings"
 	"time"
@@ -22,8 +23,9 @@ import (
 //
 // Decisions are made as each record is applied, before a position is
 // decided: when the record's time takes the clock into a new second, the
-// engine scans the partition's drones once (cost: the partition's drones
-// once a second of log time) for
+// engine looks at the drones whose next look has come (a schedule on the
+// log's clock, below: the cost is the drones due, not the drones known)
+// for
 //
 //   - signal lost: a drone with an active alarm not heard for
 //     SignalLostAfter gets one signal_lost per alarm; the alarms stay
@@ -92,13 +94,6 @@ func (t Timing) withDefaults() Timing {
 // SetTiming sets the clock's decisions (the defaults until called).
 func (e *Engine) SetTiming(t Timing) { e.timing = t.withDefaults() }
 
-// activityChanges is what the engine asks of a zone set that can say when
-// its zones' activity may change (*geofence.Index can); without it every
-// scan judges every drone's position again.
-type activityChanges interface {
-	ActivityMayChange(t0, t1 time.Time) bool
-}
-
 // advance moves the clock to at (never back) for the record at offset off,
 // then makes the decisions due at the new time: the zone set's change if
 // zv is new, and once per new second of log time a scan of the drones. self
@@ -130,34 +125,34 @@ func sortedDrones(ds []*drone) []*drone {
 	return ds
 }
 
-// scan makes the decisions due between the clock's last second (prev) and
-// now, for each drone, in drone id order.
+// scan makes the decisions due at the clock's new second: it pops the
+// drones whose next look (the schedule, below) has come, and for each, in
+// drone id order, judges its last known position at its own time now (not
+// for self, whose own position decides it next), declares its heard
+// alarms lost when it has been silent long enough, and forgets it when it
+// has no alarm and has been silent for the TTL; then schedules its next
+// look. A drone whose look came early (it was heard since) is only
+// scheduled again. The cost is the drones due, not the drones known.
 func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event, st *Stats) []Event {
 	t := e.timing
-	ac, _ := zs.(activityChanges)
-	// The last scan was at or after the start of prev's second: a window
-	// that opened or closed since then is between since and now.
-	since := prev / 1000 * 1000
 	due := e.due[:0]
-	for _, d := range e.drones {
+	for len(e.sched) > 0 && e.sched[0].at <= e.clock {
+		it := heap.Pop(&e.sched).(dueItem)
+		if it.d.gone || it.d.dueAt != it.at {
+			continue // a look scheduled again since, or a drone forgotten
+		}
+		it.d.dueAt = 0
+		due = append(due, it.d)
+	}
+	for _, d := range sortedDrones(due) {
 		if d.Seen == 0 {
 			// A state from before the clock: heard now, as far as the
 			// clock can tell.
 			d.Seen = e.clock
 			e.touch(d)
+			e.schedule(d)
 			continue
 		}
-		silent := time.Duration(e.clock-d.Seen) * time.Millisecond
-		switch {
-		case len(d.Alarms) > 0 && t.SignalLostAfter > 0 && silent >= t.SignalLostAfter && d.anyHeard():
-		case len(d.Alarms) == 0 && e.forgettable(d, silent):
-		case d.id != self && !d.Pos.IsZero() && (ac == nil || ac.ActivityMayChange(d.timeAt(max(since, d.Seen)), d.timeAt(e.clock))):
-		default:
-			continue
-		}
-		due = append(due, d)
-	}
-	for _, d := range sortedDrones(due) {
 		first := len(events)
 		if d.id != self && !d.Pos.IsZero() {
 			events = e.judge(d, zs, ReasonZoneActivated, events)
@@ -173,11 +168,95 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event
 		if len(d.Alarms) == 0 && e.forgettable(d, silent) {
 			e.forget(d)
 			st.Forgotten++
+			continue
 		}
+		e.schedule(d)
 	}
 	clear(due)
 	e.due = due[:0]
 	return events
+}
+
+// The schedule: each drone's next look, on the log's clock — when it will
+// have been silent for SignalLostAfter (an alarm still heard), or for the
+// TTL (no alarm), or when its own time reaches the zone set's next window
+// change. A min-heap of looks; a drone has at most one look that counts
+// (dueAt), earlier ones scheduled later are left in the heap and skipped
+// when they come. A look never comes later than due: it is scheduled again
+// whenever it may have become earlier (a position, an alarm raised or
+// regained, a zone set change), and one that comes early costs a judge
+// that changes nothing.
+type dueItem struct {
+	at int64 // log clock, unix ms
+	d  *drone
+}
+
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = dueItem{}
+	*h = old[:len(old)-1]
+	return it
+}
+
+// nextChanges is what a zone set that can say when its activity next
+// changes offers (*geofence.Index does); without it a drone with a position
+// is looked at every second.
+type nextChanges interface {
+	NextActivityChange(t time.Time) (time.Time, bool)
+}
+
+// schedule sets d's next look to when its next decision may be due, if
+// that is earlier than the look it has.
+func (e *Engine) schedule(d *drone) {
+	at := e.nextLook(d)
+	if at == 0 || (d.dueAt != 0 && at >= d.dueAt) {
+		return
+	}
+	d.dueAt = at
+	heap.Push(&e.sched, dueItem{at: at, d: d})
+}
+
+// nextLook is the log time at which d's next decision by the clock may be
+// due (0: never).
+func (e *Engine) nextLook(d *drone) int64 {
+	if d.Seen == 0 {
+		return 1 // a state from before the clock: the next scan gives it one
+	}
+	t := e.timing
+	best := int64(0)
+	consider := func(at int64) {
+		if at > 0 && (best == 0 || at < best) {
+			best = at
+		}
+	}
+	if len(d.Alarms) > 0 && t.SignalLostAfter > 0 && d.anyHeard() {
+		consider(d.Seen + t.SignalLostAfter.Milliseconds())
+	}
+	if len(d.Alarms) == 0 && t.DroneTTL > 0 {
+		at := d.Seen + t.DroneTTL.Milliseconds()
+		if d.LastRaise != 0 {
+			at = max(at, d.LastRaise+t.KeepAfterRaise.Milliseconds())
+		}
+		consider(at)
+	}
+	if !d.Pos.IsZero() {
+		if nc, ok := e.zones.(nextChanges); ok {
+			if b, ok := nc.NextActivityChange(d.timeAt(max(e.clock, d.Seen))); ok {
+				// The first clock at which the drone's own time is at b.
+				consider(d.Seen + int64((b.Sub(d.Pos.TS)+time.Millisecond-1)/time.Millisecond))
+			}
+		} else {
+			consider(max(e.clock, d.Seen) + 1)
+		}
+	}
+	return best
 }
 
 // forgettable reports whether a drone without alarms, silent for silent,
@@ -234,6 +313,7 @@ func (e *Engine) zonesChanged(zs Zones, zv, off int64, events []Event, st *Stats
 			e.touch(d)
 			e.stamp(events[first:], zv, off, st)
 		}
+		e.schedule(d) // the new set's windows may change sooner
 	}
 	clear(due)
 	e.due = due[:0]

@@ -98,6 +98,8 @@ type Engine struct {
 	timing Timing
 	gone   []string
 	due    []*drone
+	sched  dueHeap // each drone's next look (clock.go)
+	zones  Zones   // the zone set of the batch being applied
 }
 
 // drone is the engine's entry of one drone: its state and the last batch
@@ -109,6 +111,7 @@ type drone struct {
 	track Fix    // the track point the batch sampled, when tmark is the batch
 	tmark uint64 // the last batch that sampled a track point
 	gone  bool   // forgotten (clock.go): its state is deleted, not written
+	dueAt int64  // its next look on the log's clock (clock.go), 0: none
 }
 
 // NewEngine returns the engine of a partition at the stored snapshot.
@@ -120,7 +123,11 @@ func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("partition %d drone %q: %w", partition, id, err)
 		}
-		e.drones[id] = &drone{DroneState: s, id: id}
+		d := &drone{DroneState: s, id: id, dueAt: 1}
+		e.drones[id] = d
+		// Every drone gets a look at the first scan, which schedules the
+		// next with the zone set in hand.
+		e.sched = append(e.sched, dueItem{at: 1, d: d})
 	}
 	return e, nil
 }
@@ -159,6 +166,7 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	zv := zoneVersion(zs)
 	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied, ZoneVersion: zv}}
 	e.batch++
+	e.zones = zs
 	e.changed = e.changed[:0]
 	e.gone = e.gone[:0]
 	for i := range recs {
@@ -329,6 +337,7 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 			d.LastRaise = max(d.LastRaise, e.clock)
 		}
 	}
+	e.schedule(d)
 	return events, d
 }
 
@@ -380,6 +389,7 @@ func (e *Engine) Decide(zs Zones, recs []Positioned, dst []Event) ([]Event, Stat
 	zv := zoneVersion(zs)
 	var st Stats
 	e.batch++
+	e.zones = zs
 	e.changed = e.changed[:0]
 	e.gone = e.gone[:0]
 	for i := range recs {

@@ -74,3 +74,39 @@ func (ix *Index) ActivityMayChange(t0, t1 time.Time) bool {
 	}
 	return in(s0, week) || in(-1, s1)
 }
+
+// NextActivityChange returns the first instant after t at which some zone
+// of the set may turn active or inactive (a window's From or Until, a
+// weekly interval's start or end), and false when none ever can. The
+// alerter schedules its next look at a silent drone's zones by it, instead
+// of looking every second.
+func (ix *Index) NextActivityChange(t time.Time) (time.Time, bool) {
+	if ix == nil {
+		return time.Time{}, false
+	}
+	a := &ix.activity
+	var next time.Time
+	found := false
+	if len(a.bounds) > 0 {
+		ns := t.UnixNano()
+		i := sort.Search(len(a.bounds), func(i int) bool { return a.bounds[i] > ns })
+		if i < len(a.bounds) {
+			next, found = time.Unix(0, a.bounds[i]).UTC(), true
+		}
+	}
+	if len(a.weekly) > 0 {
+		s := weekSecond(t)
+		var wait int64 // seconds from t's second of the week to the next boundary
+		i := sort.Search(len(a.weekly), func(i int) bool { return a.weekly[i] > s })
+		if i < len(a.weekly) {
+			wait = int64(a.weekly[i] - s)
+		} else {
+			wait = int64(week - s + a.weekly[0])
+		}
+		w := t.Truncate(time.Second).Add(time.Duration(wait) * time.Second)
+		if !found || w.Before(next) {
+			next, found = w, true
+		}
+	}
+	return next, found
+}

@@ -57,3 +57,33 @@ func TestActivityMayChange(t *testing.T) {
 		t.Error("a set of always-active zones may change")
 	}
 }
+
+// TestNextActivityChange: no zone's activity changes between t and the
+// next change it names, and it does change there (or a bound of a zone
+// lies there), on random instants.
+func TestNextActivityChange(t *testing.T) {
+	base := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	zones := []*Zone{
+		{ID: "fixed", ActiveFrom: base.Add(5 * time.Minute), ActiveUntil: base.Add(12 * time.Minute)},
+		{ID: "weekly", Windows: []Window{{Weekly: []WeeklyInterval{{Start: 3600, End: 7200}, {Start: 600000, End: 604800}}}}},
+		{ID: "always"},
+	}
+	ix := &Index{zones: zones, activity: newActivity(zones)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		t0 := base.Add(time.Duration(rng.Int64N(int64(14*24*time.Hour))) - 7*24*time.Hour)
+		next, ok := ix.NextActivityChange(t0)
+		if !ok || !next.After(t0) {
+			t.Fatalf("after %v: %v %v", t0, next, ok)
+		}
+		if ix.ActivityMayChange(t0, next.Add(-time.Nanosecond)) {
+			t.Fatalf("after %v: a change before the next one named (%v)", t0, next)
+		}
+		if !ix.ActivityMayChange(t0, next) {
+			t.Fatalf("after %v: no change at the next one named (%v)", t0, next)
+		}
+	}
+	if _, ok := (&Index{activity: newActivity([]*Zone{{ID: "a"}})}).NextActivityChange(base); ok {
+		t.Error("a set of always-active zones names a change")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -144,6 +145,7 @@ func BenchmarkChurnDay(b *testing.B) {
 			}
 			rows = append(rows, fmt.Sprintf("| %2dh | %9d | %6d | %7d | %8.1f | %8.1f |", int(sec.Hours()), next, len(air), len(snap.Drones),
 				float64(ms.HeapAlloc)/(1<<20), float64(usedMemory())/(1<<20)))
+			fmt.Fprintf(os.Stderr, "churn %s (%v)\n", rows[len(rows)-1], time.Since(began).Round(time.Second))
 		}
 	}
 	commit()
