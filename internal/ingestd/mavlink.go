@@ -126,8 +126,16 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if !loopbackHost(addr) {
 		log.Warn("mavlink intake open to the network: anyone who reaches the port can write positions (--insecure-open-intake)", "listen", addr)
 	}
-	r := &mavRelay{conn: conn, dec: dec, p: p, log: log, m: m, batch: o.batch, linger: o.linger, shutdown: o.shutdown}
+	// The relay writes the clock's ticks too (ticker.go): an installation
+	// whose only intake is MAVLink still has a clock in every partition.
+	tctx, stopTicks := context.WithCancel(ctx)
+	ticks := newTicker(p, cfg.Partitions, DefaultTickInterval, promReg, log)
+	tickDone := make(chan struct{})
+	go func() { defer close(tickDone); ticks.run(tctx) }()
+	r := &mavRelay{conn: conn, dec: dec, p: p, log: log, m: m, batch: o.batch, linger: o.linger, shutdown: o.shutdown,
+		beforeClose: func() { stopTicks(); <-tickDone }}
 	err = r.run(ctx)
+	stopTicks()
 	st := p.Stats()
 	log.Info("mavlink stopped", "records", st.Records, "batches", st.Batches, "retries", st.Retries, "duplicates", st.Duplicates)
 	return err
@@ -208,6 +216,9 @@ type mavRelay struct {
 	batch    int
 	linger   time.Duration
 	shutdown time.Duration
+	// beforeClose, when set, runs before the producer is closed (the
+	// ticks stop first).
+	beforeClose func()
 }
 
 // run relays until ctx ends, then produces what was queued (within the
@@ -242,6 +253,9 @@ func (r *mavRelay) run(ctx context.Context) error {
 	}()
 	prodErr := r.produce(pctx, queue)
 	err := <-readErr
+	if r.beforeClose != nil {
+		r.beforeClose()
+	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
 	if cerr := r.p.Close(cctx); cerr != nil {
