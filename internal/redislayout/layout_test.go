@@ -31,6 +31,7 @@ func TestKeysPinned(t *testing.T) {
 		{"track", k.Track("UAV-7"), "{nofly:telemetry.positions:3}:track:UAV-7"},
 		{"track prefix", k.TrackPrefix(), "{nofly:telemetry.positions:3}:track:"},
 		{"zone version", k.ZoneVersion(), "{nofly:telemetry.positions:3}:zonever"},
+		{"clock", k.Clock(), "{nofly:telemetry.positions:3}:clock"},
 		{"zone switches", k.ZoneSwitches(), "{nofly:telemetry.positions:3}:zoneswitch"},
 		{"kafka cursor", k.Cursor(KafkaOutput), "{nofly:telemetry.positions:3}:cursor:kafka"},
 		{"webhook cursor", k.Cursor(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:cursor:webhook:ops"},
@@ -95,6 +96,7 @@ func TestDocMatchesLayout(t *testing.T) {
 		"AlarmsGC":      generic(k.AlarmsGC()),
 		"Track":         generic(k.Track("<drone_id>")),
 		"ZoneVersion":   generic(k.ZoneVersion()),
+		"Clock":         generic(k.Clock()),
 		"ZoneSwitches":  generic(k.ZoneSwitches()),
 		"Cursor":        generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
 		"Dead":          generic(k.Dead(WebhookOutput("<name>"))),
@@ -121,11 +123,11 @@ func TestDocMatchesLayout(t *testing.T) {
 	if ex := Of("nofly", "telemetry.positions", 3).Tag(); !regexp.MustCompile(`tag = \{<prefix>:<topic>:<partition>\} +e\.g\. ` + regexp.QuoteMeta(ex)).MatchString(doc) {
 		t.Errorf("docs/redis-layout.md: the tag line does not read tag = {<prefix>:<topic>:<partition>} e.g. %s", ex)
 	}
-	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, (drone_id, state)×n, (drone_id, point)×t, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
+	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, clock_ms, n_forgotten, (drone_id, state)×n, (drone_id, point)×t, forgotten_drone_id×f, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
 		generic(k.EventPrefix()) != "<tag>:ev:" || generic(k.TrackPrefix()) != "<tag>:track:" || !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's key prefixes are not %q (code: %q, %q)", want, generic(k.EventBucketPrefix()), generic(k.EventPrefix()))
 	}
-	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy, alarms, alarms:active, alarms:cleared, alarms:gc, zonever, zoneswitch`"; !strings.Contains(doc, want) {
+	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy, alarms, alarms:active, alarms:cleared, alarms:gc, zonever, zoneswitch, clock`"; !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's KEYS line is not %q", want)
 	}
 	if k.EventBucket(1764000000000) != k.EventBucketPrefix()+"1764000000000" {
