@@ -8,7 +8,7 @@
 #   scripts/vendor-dashboard.sh          fetch with `npm pack` (npm's configured registry)
 #
 # The files are committed: the build and the tests need no network. Run this
-# only to change a pin (and then update the table below and the README).
+# only to change a pin (and then update the table below and docs/dashboard.md).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(dirname "$0")/.."

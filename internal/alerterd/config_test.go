@@ -79,15 +79,16 @@ func TestReadmeTable(t *testing.T) {
 	}
 }
 
-// TestTopReadmeTable keeps the repository README's one configuration table
-// (variable, flag, commands, default) in step with this command's flags.
-func TestTopReadmeTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestSettingsTable keeps docs/settings.md's one table of the services'
+// settings (variable, flag, commands, default), which was the repository
+// README's until issue 34, in step with this command's flags.
+func TestSettingsTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/settings.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range configFields.CheckReadme(string(b), DefaultConfig(), 3) {
-		t.Errorf("../../README.md: %s", d)
+		t.Errorf("docs/settings.md: %s", d)
 	}
 }
 

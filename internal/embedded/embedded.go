@@ -4,7 +4,7 @@
 // The pipeline talks to them over TCP with the very clients it uses against
 // the real services, so nothing in ingest or the alerter knows the
 // difference. What they do not honour, and how nofly works around it, is in
-// README.md ("The embedded default"). Nothing is kept across a restart.
+// docs/demo.md ("The embedded default"). Nothing is kept across a restart.
 package embedded
 
 import (

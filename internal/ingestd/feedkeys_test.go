@@ -333,8 +333,8 @@ func TestServeFeedKeysRealKafka(t *testing.T) {
 }
 
 // TestComposeSampleKey: the sample key file docker-compose.yml mounts
-// parses, the key README.md and its comment publish is the key of its feed,
-// and the compose file passes it to ingest.
+// parses, the key docs/docker.md and its comment publish is the key of its
+// feed, and the compose file passes it to ingest.
 func TestComposeSampleKey(t *testing.T) {
 	const sampleKey = "nofly_SAMPLE-not-for-production-do-not-use-0000000"
 	s, err := feedkey.Load("../../compose/feed-keys.sample")
@@ -347,7 +347,7 @@ func TestComposeSampleKey(t *testing.T) {
 	for file, wants := range map[string][]string{
 		"../../docker-compose.yml":       {"./compose/feed-keys.sample:/etc/nofly/feed-keys:ro", "NOFLY_INGEST_FEED_KEYS: /etc/nofly/feed-keys"},
 		"../../compose/feed-keys.sample": {"NOT FOR PRODUCTION", sampleKey},
-		"../../README.md":                {sampleKey},
+		"../../docs/docker.md":           {sampleKey},
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil {
