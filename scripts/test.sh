@@ -10,20 +10,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-20s}
 
+# Each step's wall time, printed as a table when the script ends (passed or
+# not): CI's budget is 15 minutes on two cores, and a step that grows shows.
+step_names=() step_secs=() step_name="" step_start=$SECONDS
+step() {
+  if [[ -n $step_name ]]; then step_names+=("$step_name"); step_secs+=($((SECONDS - step_start))); fi
+  step_name=$1 step_start=$SECONDS
+  echo "== $1"
+}
+step_report() {
+  local rc=$? i
+  if [[ -n $step_name ]]; then step_names+=("$step_name"); step_secs+=($((SECONDS - step_start))); fi
+  echo "== step times (s)"
+  for i in "${!step_names[@]}"; do printf '%6d  %s\n' "${step_secs[$i]}" "${step_names[$i]}"; done
+  printf '%6d  total\n' "$SECONDS"
+  return "$rc"
+}
+trap step_report EXIT
+
+step "services: Redis and Kafka"
 bash scripts/services.sh start
 # The dashboard's browser tests (dashboard/browser_test.go) need chromium.
+step "chromium"
 bash scripts/chromium.sh install
 
-echo "== gofmt"
+step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $unformatted ]]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-echo "== go vet ./..."
+step "go vet ./..."
 go vet ./...
-echo "== go test -race ./..."
+step "go test -race ./..."
 go test -race -count=1 -timeout 25m ./...
-echo "== the embedded default (kfake + miniredis, internal/embedded): the producer's and the Redis-backed packages' tests on it"
+step "the embedded default (kfake + miniredis, internal/embedded): the producer's and the Redis-backed packages' tests on it"
 # The demo runs on it, so it is held to the tests the real services pass:
 # the producer's (idempotent dedup under fault injection, sequence errors,
 # transactions, read_committed interop) and those of the alert API and the
@@ -44,7 +64,7 @@ if ! env $(cat "$envfile") go test -race -count=1 -timeout 10m \
 fi
 kill "$embedded_pid"; wait "$embedded_pid" 2>/dev/null || true
 rm -f "$envfile"
-echo "== past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster, TLS/SASL/ACL"
+step "past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster, TLS/SASL/ACL"
 # Each test starts the cluster or secured server it needs (scripts/
 # kafka-cluster.sh, scripts/redis-cluster.sh, the secured modes of kafka.sh
 # and redis.sh) and kills nodes of it; a step of its own so three more JVMs
@@ -52,17 +72,15 @@ echo "== past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster
 cluster_pkgs=$(grep -rlE --include='*_test.go' '^//go:build cluster' . | xargs -n1 dirname | sort -u)
 if [[ -z $cluster_pkgs ]]; then echo "no test file carries the cluster build tag"; exit 1; fi
 go vet -tags cluster ./...
-cluster_start=$SECONDS
 go test -tags cluster -race -count=1 -timeout 25m -run '^(TestCluster|TestSecure)' $cluster_pkgs
-echo "-- the cluster step took $((SECONDS - cluster_start)) s"
-echo "== schemathesis: a live ingest against internal/ingestd/openapi.yaml"
+step "schemathesis: a live ingest against internal/ingestd/openapi.yaml"
 bash scripts/schemathesis.sh
-echo "== schemathesis: a live alerter against its merged API description"
+step "schemathesis: a live alerter against its merged API description"
 bash scripts/schemathesis-alerter.sh
 
-echo "== fuzz targets, ${FUZZTIME} each"
+step "fuzz targets, ${FUZZTIME} each"
 fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog"' EXIT
+trap 'rm -f "$fuzzlog"; step_report' EXIT
 fuzz_one() {
   go test -run='^$' -fuzz="^${2}\$" -fuzztime="$FUZZTIME" "$1" 2>&1 | tee "$fuzzlog"
   return "${PIPESTATUS[0]}"

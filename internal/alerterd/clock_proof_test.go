@@ -192,6 +192,7 @@ func TestClockProof(t *testing.T) {
 	t.Logf("alerter-1 SIGKILLed with signal_lost decided and not committed (partition %d, expected %d); ingest-b SIGKILLed", stop.Partition, stop.Expected)
 
 	a2 := p.startProc("alerter-2", cfg)
+	a2.up(90 * time.Second)
 	lostOnce := func() error {
 		n := 0
 		for _, l := range p.outbox() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,7 +108,47 @@ func (p *pipeline) startProc(name string, cfg Config, extra ...string) *proc {
 	pr := &proc{t: t, name: name, cmd: cmd, http: cfg.HTTPAddr, done: make(chan struct{}), logPath: logPath}
 	go func() { _ = cmd.Wait(); lf.Close(); close(pr.done) }()
 	t.Cleanup(func() { pr.kill() })
+	// Registered after the kill, so it runs before it: a failed test shows
+	// each process's end of log and whether it was still running, which
+	// tells a stalled alerter from one that never started.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		st := "running"
+		select {
+		case <-pr.done:
+			st = "exited: " + pr.cmd.ProcessState.String()
+		default:
+		}
+		t.Logf("%s (%s, http %s), end of its log:\n%s", name, st, pr.http, pr.tailN(2000))
+	})
 	return pr
+}
+
+// up waits until the process's HTTP listener accepts connections (it
+// listens only after the topics and the dispatchers' transactional
+// producers are ready, which can take seconds after a SIGKILL left a
+// transaction open) and fails the test if the process exits first.
+func (pr *proc) up(timeout time.Duration) {
+	pr.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-pr.done:
+			pr.t.Fatalf("%s exited (%v) before listening on %s; log:\n%s", pr.name, pr.cmd.ProcessState, pr.http, pr.tail())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", pr.http, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			pr.t.Fatalf("%s not listening on %s after %v: %v; log:\n%s", pr.name, pr.http, timeout, err, pr.tail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (pr *proc) signal(s syscall.Signal) {
@@ -118,9 +159,11 @@ func (pr *proc) signal(s syscall.Signal) {
 	}
 }
 
-// kill sends SIGKILL and waits for the process to be gone.
+// kill sends SIGKILL and waits for the process to be gone. No SIGCONT
+// first: SIGKILL ends a stopped process too, and a SIGCONT would let one
+// stopped before a commit (faults.go) send that commit in the moment
+// before the SIGKILL lands.
 func (pr *proc) kill() {
-	pr.signal(syscall.SIGCONT)
 	pr.signal(syscall.SIGKILL)
 	<-pr.done
 }
@@ -224,10 +267,13 @@ func (pr *proc) faultStop() faultStop {
 	return faultStop{Partition: int(part), Generation: int32(gen), Expected: int64(exp)}
 }
 
-func (pr *proc) tail() string {
+func (pr *proc) tail() string { return pr.tailN(4000) }
+
+// tailN is the last n bytes of the process's log.
+func (pr *proc) tailN(n int) string {
 	b, _ := os.ReadFile(pr.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return string(b)
 }

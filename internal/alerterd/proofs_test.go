@@ -183,7 +183,7 @@ func TestZombieProof(t *testing.T) {
 	alerterBinary(t)
 	p.produceAt(sc.Records, sc.Received)
 	total := int64(len(sc.Records))
-	// startProc's cleanup kills (SIGCONT, SIGKILL) both if the test fails.
+	// startProc's cleanup kills (SIGKILL) both if the test fails.
 	zombie := p.startProc("zombie", cfg, fmt.Sprintf("%s=%d", faultStopBeforeCommitEnv, zombieStopAt))
 	t.Cleanup(func() {
 		if t.Failed() {
