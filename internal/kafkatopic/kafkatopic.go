@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -26,6 +28,9 @@ type Spec struct {
 	Replication int           // 0 (or -1) means the broker's default (-1 in CreateTopics)
 	AnyCount    bool          // accept an existing topic with another count (its count is returned)
 	Wait        time.Duration // how long to wait for the topic and every partition leader; 0 means 60s
+	// Configs are topic configs set when Ensure creates the topic (an
+	// existing topic keeps its own), e.g. retention.ms.
+	Configs map[string]string
 	// Transport carries the requests. nil: a fresh *kafka.Transport closed on
 	// return (pooled DefaultTransport conns go stale across broker restarts).
 	Transport kafka.RoundTripper
@@ -104,8 +109,12 @@ func (s Spec) try(ctx context.Context, c *kafka.Client, created *bool) (int, err
 		if rf == 0 {
 			rf = -1
 		}
+		var entries []kafka.ConfigEntry
+		for _, k := range slices.Sorted(maps.Keys(s.Configs)) {
+			entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: s.Configs[k]})
+		}
 		res, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-			Topic: s.Name, NumPartitions: s.Partitions, ReplicationFactor: rf,
+			Topic: s.Name, NumPartitions: s.Partitions, ReplicationFactor: rf, ConfigEntries: entries,
 		}}})
 		if err != nil {
 			return 0, fmt.Errorf("create topic %s: %w", s.Name, err)

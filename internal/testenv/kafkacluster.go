@@ -240,7 +240,7 @@ func (c *KafkaCluster) CreateTopic(t testing.TB, partitions int) string {
 		topic = UniqueName("t")
 	}
 	ctx := context.Background()
-	if _, err := kafkatopic.Ensure(ctx, c.Brokers(), kafkatopic.Spec{Name: topic, Partitions: partitions, Replication: ClusterNodes}); err != nil {
+	if _, err := kafkatopic.Ensure(ctx, c.Brokers(), kafkatopic.Spec{Name: topic, Partitions: partitions, Replication: ClusterNodes, Configs: TopicConfigs}); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
 	if err := c.WaitInSync(ctx, topic); err != nil {

@@ -142,10 +142,19 @@ func topicSafe(name string) string {
 // waits up to 60 s for every partition to have a leader: kafkatopic.Ensure
 // with replication 1 (our brokers are single nodes) and the exact count, so
 // an existing topic with another count fails (kafkatopic.ErrPartitionCount).
+// The topic keeps its records whatever their timestamps (TopicConfigs).
 func EnsureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
-	_, err := kafkatopic.Ensure(ctx, brokers, kafkatopic.Spec{Name: topic, Partitions: partitions, Replication: 1})
+	_, err := kafkatopic.Ensure(ctx, brokers, kafkatopic.Spec{Name: topic, Partitions: partitions, Replication: 1, Configs: TopicConfigs})
 	return err
 }
+
+// TopicConfigs are the configs of the topics tests create: no retention by
+// time. The scenarios' records carry their receive times as Kafka
+// timestamps (internal/scenario, Received: days in the past), and the
+// broker's retention by time (scripts/kafka.sh: 24 h) would delete a test
+// topic's segments under a running test at its next retention check. The
+// tests delete their topics when they end.
+var TopicConfigs = map[string]string{"retention.ms": "-1"}
 
 // WaitFor polls cond until it returns nil or the timeout passes, and returns
 // the last error then. Tests wait for conditions, not for time.
