@@ -83,6 +83,10 @@ share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 # Tests start and stop consumers often; don't wait 3 s for more members.
 group.initial.rebalance.delay.ms=0
+# ... and kill them: a SIGKILLed member holds its partitions until its
+# session times out, so the tests' alerters use 2 s sessions (Kafka's
+# floor is 6 s by default; production keeps the alerter's 10 s).
+group.min.session.timeout.ms=1000
 log.retention.hours=24
 log.segment.bytes=67108864
 PROPS

@@ -25,16 +25,13 @@ var (
 	ingestBuildErr  error
 )
 
-// ingestBinary builds cmd/ingest once per test binary.
+// ingestBinary builds cmd/ingest once per test binary, beside the alerter
+// (TestMain removes the directory).
 func ingestBinary(t testing.TB) string {
 	t.Helper()
+	alerter := alerterBinary(t)
 	ingestBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ingest-bin-")
-		if err != nil {
-			ingestBuildErr = err
-			return
-		}
-		ingestBinPath = filepath.Join(dir, "ingest")
+		ingestBinPath = filepath.Join(filepath.Dir(alerter), "ingest")
 		if out, err := exec.Command("go", "build", "-o", ingestBinPath, "../../cmd/ingest").CombinedOutput(); err != nil {
 			ingestBuildErr = fmt.Errorf("go build cmd/ingest: %v\n%s", err, out)
 		}

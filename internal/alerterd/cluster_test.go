@@ -190,6 +190,10 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newClusterPipeline(t, k, raddr, 6)
 	cfg := p.config()
+	// A killed broker's leaderships move after the controller misses it
+	// (seconds): the alerter's session is the production-like 6 s here, not
+	// the 2 s that keeps the single-broker proofs' restarts short.
+	cfg.SessionTimeout, cfg.HeartbeatInterval = 6*time.Second, 500*time.Millisecond
 	alerterBinary(t)
 	gate := p.produceGated(sc.Records, sc.Received, 2500)
 	a := p.startProc("alerter", cfg)

@@ -27,29 +27,6 @@ import (
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
-var (
-	ingestOnce sync.Once
-	ingestPath string
-	ingestErr  error
-)
-
-// ingestBinary builds cmd/ingest once per test run, beside the alerter
-// (TestMain removes the directory).
-func ingestBinary(t testing.TB) string {
-	t.Helper()
-	alerter := alerterBinary(t)
-	ingestOnce.Do(func() {
-		ingestPath = filepath.Join(filepath.Dir(alerter), "ingest")
-		if out, err := exec.Command("go", "build", "-o", ingestPath, "../../cmd/ingest").CombinedOutput(); err != nil {
-			ingestErr = fmt.Errorf("go build ../../cmd/ingest: %v\n%s", err, out)
-		}
-	})
-	if ingestErr != nil {
-		t.Fatal(ingestErr)
-	}
-	return ingestPath
-}
-
 // secRun is a command of ours started by a test, its stdout and stderr
 // captured together.
 type secRun struct {
