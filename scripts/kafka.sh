@@ -90,7 +90,10 @@ CONF
   )
 }
 
+# write_config [FILE]: the broker's settings into FILE (default
+# server.properties), and its log4j2 settings.
 write_config() {
+  local props=${1:-"$KAFKA_DIR/server.properties"}
   mkdir -p "$KAFKA_DIR/data"
   local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT"
   local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
@@ -101,9 +104,9 @@ write_config() {
     protocols+=",SASL_SSL:SASL_SSL"
   fi
   # The PLAIN password is in the properties: readable by the owner only.
-  : >"$KAFKA_DIR/server.properties"
-  chmod 0600 "$KAFKA_DIR/server.properties"
-  cat >"$KAFKA_DIR/server.properties" <<PROPS
+  : >"$props"
+  chmod 0600 "$props"
+  cat >"$props" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
@@ -136,7 +139,7 @@ log.retention.hours=24
 log.segment.bytes=67108864
 PROPS
   if [[ -n $KAFKA_SECURE_DIR ]]; then
-    cat >>"$KAFKA_DIR/server.properties" <<PROPS
+    cat >>"$props" <<PROPS
 # SASL_SSL for clients (scripts/kafka.sh KAFKA_SECURE_DIR): the mechanisms
 # broker-wide and on the listener, each with its JAAS login module.
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
@@ -153,7 +156,7 @@ PROPS
   fi
   # A test may add or override settings (one per line), e.g. to build a
   # state the defaults forbid.
-  if [[ -n ${KAFKA_EXTRA_PROPS:-} ]]; then printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$KAFKA_DIR/server.properties"; fi
+  if [[ -n ${KAFKA_EXTRA_PROPS:-} ]]; then printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$props"; fi
   cat >"$KAFKA_DIR/log4j2.properties" <<'PROPS'
 rootLogger.level=INFO
 rootLogger.appenderRef.file.ref=FILE
@@ -179,8 +182,20 @@ java_run() {
 start() {
   install
   if pid_alive "$PIDFILE" "$PATTERN" && metadata_ok; then
-    log "kafka $KAFKA_VERSION already running on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"))"
-    return 0
+    # Reused only if it runs the settings this script writes now: a broker
+    # started by an older checkout (say, before the tests' shorter sessions
+    # were allowed) would fail tests in ways that do not name the cause.
+    prepare_secure
+    write_config "$KAFKA_DIR/server.properties.next"
+    if cmp -s "$KAFKA_DIR/server.properties.next" "$KAFKA_DIR/server.properties"; then
+      rm -f "$KAFKA_DIR/server.properties.next"
+      log "kafka $KAFKA_VERSION already running on 127.0.0.1:$KAFKA_PORT (pid $(<"$PIDFILE"))"
+      return 0
+    fi
+    log "kafka on $KAFKA_PORT runs other settings than this checkout writes; restarting it. The change:"
+    diff "$KAFKA_DIR/server.properties" "$KAFKA_DIR/server.properties.next" | grep -v -i 'password\|jaas' >&2 || true
+    rm -f "$KAFKA_DIR/server.properties.next"
+    stop
   fi
   if ! pid_alive "$PIDFILE" "$PATTERN" && metadata_ok; then
     die "something else answers on 127.0.0.1:$KAFKA_PORT; stop it or set KAFKA_PORT"

@@ -102,7 +102,10 @@ type clusterKill struct {
 	// moment, if set, returns when the kill is to land, with what it saw,
 	// and may leave the alerter stopped (SIGSTOP): the caller continues it
 	// right after the kill. nil: as soon as dispatch is seen running.
-	moment func(ctx context.Context, p *pipeline, a *proc, parts []int) (openTxn, error)
+	// more lets a further burst of records into the stream: the moment
+	// is looked for while records (so transactions) still flow, however
+	// fast the stream ran until then.
+	moment func(ctx context.Context, p *pipeline, a *proc, parts []int, more func()) (openTxn, error)
 }
 
 // openTxn is a transaction seen open on an events partition: its last
@@ -123,13 +126,18 @@ type openTxn struct {
 // the markers land and nothing is left for the new coordinator to decide.)
 // It returns with the alerter stopped; otherwise it continues it and polls
 // again.
-func waitHeldTransaction(ctx context.Context, p *pipeline, a *proc, parts []int) (openTxn, error) {
+func waitHeldTransaction(ctx context.Context, p *pipeline, a *proc, parts []int, more func()) (openTxn, error) {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &kafka.Client{Addr: kafka.TCP(p.brokers...), Timeout: 5 * time.Second, Transport: tr}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	lastMore := time.Now()
 	for polls := 0; ; polls++ {
+		if time.Since(lastMore) > 500*time.Millisecond {
+			more()
+			lastMore = time.Now()
+		}
 		for _, part := range parts {
 			stable, end, err := partitionEnds(ctx, c, p.events, part)
 			if err != nil || stable >= end {
@@ -209,7 +217,11 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 	testenv.CheckFor(t, 30*time.Second, func() error { return k.InSync(ctx, p.events) })
 
 	total := int64(len(sc.Records))
-	gate.set(total)
+	// Half the stream before the kill, a burst at a time after that while
+	// the moment is looked for, the rest after the kill.
+	let := total / 2
+	gate.set(let)
+	more := func() { let = min(let+250, total); gate.set(let) }
 	p.waitApplied(total/4, 90*time.Second)
 	delivered := func(labels ...string) float64 {
 		n, _ := a.metricSum("nofly_outbox_delivered_total", append([]string{`output="kafka"`}, labels...)...)
@@ -254,7 +266,7 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 	var open openTxn
 	if kill.moment != nil {
 		waited := time.Now()
-		if open, err = kill.moment(ctx, p, a, parts); err != nil {
+		if open, err = kill.moment(ctx, p, a, parts, more); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("the moment to kill came %v after the end offsets were read", time.Since(waited).Round(time.Millisecond))
@@ -265,6 +277,7 @@ func runClusterKillProof(t *testing.T, kill clusterKill) {
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
+	gate.set(total)
 	applied, _ := p.appliedTotal()
 	t.Logf("SIGKILL node %d at %d of %d records applied, %d written, %v events dispatched", victim, applied, total, gate.produced(), del0)
 	if kill.moment != nil {
