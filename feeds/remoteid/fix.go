@@ -182,5 +182,9 @@ func items(body []byte) ([]json.RawMessage, error) {
 	return []json.RawMessage{raw}, nil
 }
 
+// epoch is the earliest time a position may have: its seq is milliseconds
+// since then, and telemetry refuses a negative seq.
+var epoch = time.Unix(0, 0)
+
 // unixMS is the seq of a position at ts.
 func unixMS(ts time.Time) int64 { return ts.UnixMilli() }

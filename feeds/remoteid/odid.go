@@ -208,6 +208,10 @@ func (r *Result) odidItem(i int, prefix string, raw json.RawMessage, recv time.T
 			r.fail(i, prefix+".received_at", "must be an RFC 3339 timestamp with a time zone")
 			return
 		}
+		if t.Before(epoch) {
+			r.fail(i, prefix+".received_at", "must not be before 1970, where seq (milliseconds since then) would be negative")
+			return
+		}
 		recv = t
 	}
 	if f.has("messages") {
@@ -340,6 +344,10 @@ func (r *Result) odidLocation(i int, l *fields, form locForm, drone, idPath stri
 		return
 	default:
 		at = ResolveSecondsPastHour(*ts/form.tsPerSecond, recv, MaxODIDAhead)
+	}
+	if at.Before(epoch) {
+		r.fail(i, path+"."+form.ts, "resolves to a time before 1970, where seq (milliseconds since then) would be negative")
+		return
 	}
 	fix := Fix{Item: i, Path: path,
 		Pos: telemetry.Position{DroneID: drone, Seq: unixMS(at), TS: at, Lat: *lat, Lon: *lon},

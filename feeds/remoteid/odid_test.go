@@ -106,6 +106,8 @@ func TestODIDArrayOrderAndErrors(t *testing.T) {
 		{"no location", `{"uas_id":"A"}`, "[0].location", "required"},
 		{"latitude out of range", odidMsg("A", "2026-12-03T09:00:01Z", `"Latitude":-91,"Longitude":1,"TimeStamp":1`), "[0].location.Latitude", "between"},
 		{"bad received_at", odidMsg("A", "now", loc("1")), "[0].received_at", "RFC 3339"},
+		{"received_at before 1970", odidMsg("A", "0000-01-01T00:00:00Z", loc("1")), "[0].received_at", "before 1970"},
+		{"time past the hour before 1970", odidMsg("A", "1970-01-01T00:00:01Z", loc("3599")), "[0].location.TimeStamp", "before 1970"},
 		{"wrong type", `{"uas_id":"A","location":{"Latitude":"x"}}`, "[0].location.Latitude", "must be a number"},
 		{"librid pack without a Basic ID", `{"messages":[{"message_type":1,"latitude":1,"longitude":1,"timestamp":5}]}`, "[0].messages", "Basic ID"},
 		{"librid timestamp beyond the hour", `{"messages":[{"message_type":0,"uas_id":"X"},{"message_type":1,"latitude":1,"longitude":1,"timestamp":36000}]}`, "[0].messages[1].timestamp", "tenths"},

@@ -52,6 +52,10 @@ func (r *ridTime) UnmarshalJSON(b []byte) error {
 		r.bad = fmt.Sprintf("%q is not an RFC 3339 time", s)
 		return nil
 	}
+	if t.Before(epoch) {
+		r.bad = fmt.Sprintf("%q is before 1970, where seq (milliseconds since then) would be negative", s)
+		return nil
+	}
 	r.t = t.UTC()
 	return nil
 }

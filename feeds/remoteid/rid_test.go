@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nofly-dev/nofly/telemetry"
 )
 
 // sampleFlights reads the InterUSS sample (testdata/feeds/interuss) as it
@@ -225,6 +227,7 @@ func TestFlightsErrors(t *testing.T) {
 		{"lng missing in a recent position", string(flightsBody(`{"id":"a","recent_positions":[{"time":{"value":"2026-12-03T08:00:00Z"},"position":{"lat":1}}]}`)), "flights[0].recent_positions[0].position.lng", "required", 0},
 		{"bad time", string(flightsBody(`{"id":"a","current_state":{"timestamp":{"value":"yesterday"},"position":{"lat":1,"lng":1}}}`)), "flights[0].current_state.timestamp", "RFC 3339", 0},
 		{"time in another format", string(flightsBody(`{"id":"a","current_state":{"timestamp":{"value":"2026-12-03T08:00:00Z","format":"ISO8601"},"position":{"lat":1,"lng":1}}}`)), "flights[0].current_state.timestamp", "RFC3339", 0},
+		{"time before 1970 (seq would be negative)", string(flightsBody(`{"id":"a","current_state":{"timestamp":{"value":"0000-01-01T00:00:00Z"},"position":{"lat":1,"lng":1}}}`)), "flights[0].current_state.timestamp", "before 1970", 0},
 		{"missing time", string(flightsBody(`{"id":"a","recent_positions":[{"position":{"lat":1,"lng":1}}]}`)), "flights[0].recent_positions[0].time", "required", 0},
 		{"lat a string", string(flightsBody(`{"id":"a","current_state":{"timestamp":"2026-12-03T08:00:00Z","position":{"lat":"51","lng":1}}}`)), "flights[0].current_state.position.lat", "JSON string", 0},
 	}
@@ -284,6 +287,10 @@ func TestDroneID(t *testing.T) {
 func FuzzFlights(f *testing.F) {
 	f.Add(answerFromSample(f, sampleFlights(f)))
 	f.Add(flightsBody(`{"id":"a b","current_state":` + state("2026-12-03T08:00:00Z", `,"height":{"distance":3,"reference":"GroundLevel"}`) + `}`))
+	// Found by CI's fuzzing: an impossible speed passes the converter and
+	// is the validator's to drop.
+	f.Add(flightsBody(`{"id":"a","current_state":{"timestamp":{"value":"2026-12-03T08:00:00Z","format":"RFC3339"},"speed":1000,` +
+		`"position":{"lat":51.47,"lng":-0.46,"alt":-5000,"height":{"distance":1e300,"reference":"GroundLevel"}}}}`))
 	f.Add([]byte(`{"flights":[{"id":"x","recent_positions":[{"time":"2026-12-03T08:00:00Z","position":{"lat":1,"lng":2}}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkResult(t, Flights(b))
@@ -317,11 +324,27 @@ func checkResult(t *testing.T, res Result) {
 		if h := p.HeadingDeg; h != nil && (*h < 0 || *h >= 360 || math.IsNaN(*h)) {
 			t.Fatalf("heading %v", *h)
 		}
-		if s := p.SpeedMPS; s != nil && (*s < 0 || *s >= 255) {
+		// The converter only drops the sentinels (255 m/s, -1000 m
+		// unknown); the physical ranges belong to telemetry's validator,
+		// which every converted fix goes through in ingest.
+		if s := p.SpeedMPS; s != nil && (*s == 255 || !finite(*s)) {
 			t.Fatalf("speed %v", *s)
 		}
-		if a := p.AltM; a != nil && (*a <= -1000 || p.AltRef != "WGS84") {
+		if a := p.AltM; a != nil && (*a == -1000 || !finite(*a) || p.AltRef != "WGS84") {
 			t.Fatalf("alt %v %s", *a, p.AltRef)
+		}
+		v, _, err := telemetry.DecodeWarn(p.AppendJSON(nil), nil)
+		if err != nil {
+			t.Fatalf("converted fix %s is not a valid record: %v", p.AppendJSON(nil), err)
+		}
+		if s := v.SpeedMPS; s != nil && (*s < 0 || *s > telemetry.MaxSpeedMPS) {
+			t.Fatalf("validated speed %v", *s)
+		}
+		if a := v.AltM; a != nil && (*a < telemetry.MinHeightM || *a > telemetry.MaxHeightM) {
+			t.Fatalf("validated alt %v", *a)
+		}
+		if a := v.AGLM; a != nil && (*a < telemetry.MinAGLM || *a > telemetry.MaxHeightM) {
+			t.Fatalf("validated agl %v", *a)
 		}
 		if x.SourceField("lat") == "" || x.SourceField("drone_id") == "" {
 			t.Fatalf("no source path for %+v", x)
