@@ -28,6 +28,8 @@ IFS=, read -r -a CTL_PORTS <<<"$KAFKA_CLUSTER_CONTROLLER_PORTS"
 KAFKA_CLUSTER_DIR=${KAFKA_CLUSTER_DIR:-"$NOFLY_CACHE/run/kafka-cluster-${PORTS[0]}"}
 # Three JVMs on a small machine.
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:-"-Xms128m -Xmx512m"}
+# Test nodes: no C2 compiler (half the CPU to start; see kafka.sh).
+KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-"-XX:TieredStopAtLevel=1"}
 VOTERS="1@127.0.0.1:${CTL_PORTS[0]},2@127.0.0.1:${CTL_PORTS[1]},3@127.0.0.1:${CTL_PORTS[2]}"
 BOOTSTRAP="127.0.0.1:${PORTS[0]},127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]}"
 
@@ -42,7 +44,14 @@ check_node() { [[ ${1:-} =~ ^[123]$ ]] || die "node must be 1, 2 or 3, not '${1:
 # The jars are kafka.sh's (same version, same pom), installed by it; only
 # the verbs that start a JVM need them.
 LIBS=
-need_libs() { [[ -n $LIBS ]] || LIBS=$(bash "$SCRIPTS_DIR/kafka.sh" libs); }
+need_libs() {
+  [[ -n $LIBS ]] && return 0
+  LIBS=$(bash "$SCRIPTS_DIR/kafka.sh" libs)
+  # kafka.sh's class-data archive (made once): a third of the CPU to start.
+  local cds
+  cds=$(bash "$SCRIPTS_DIR/kafka.sh" cds)
+  if [[ -n $cds ]]; then KAFKA_JVM_OPTS+=" -XX:SharedArchiveFile=$cds"; fi
+}
 
 # brokers_seen N: how many brokers node N's metadata lists (0 if it does
 # not answer). The metadata holds unfenced brokers only, so 3 means every
@@ -108,7 +117,7 @@ PROPS
 
 java_run() {
   # shellcheck disable=SC2086
-  java $KAFKA_HEAP_OPTS -cp "$LIBS/*" "$@"
+  java $KAFKA_HEAP_OPTS $KAFKA_JVM_OPTS -cp "$LIBS/*" "$@"
 }
 
 # One cluster id for the three nodes, made once: a node formatted with
@@ -117,8 +126,7 @@ cluster_id() {
   local f=$KAFKA_CLUSTER_DIR/cluster.id
   if [[ ! -s $f ]]; then
     mkdir -p "$KAFKA_CLUSTER_DIR"
-    java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1 >"$f.tmp"
-    [[ -s $f.tmp ]] || die "StorageTool random-uuid gave no id"
+    kafka_cluster_id >"$f.tmp"
     mv "$f.tmp" "$f"
   fi
   cat "$f"
@@ -141,7 +149,7 @@ launch() {
   # Appended: a restarted node's log keeps what happened before.
   echo "==== kafka-cluster.sh start node $n $(date -u +%FT%TZ)" >>"$dir/server.log"
   # shellcheck disable=SC2086
-  nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Dkafka.logs.dir="$dir" \
+  nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC $KAFKA_JVM_OPTS -Dkafka.logs.dir="$dir" \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" \
     >"$dir/stdout.log" 2>&1 </dev/null &

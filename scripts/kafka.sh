@@ -3,7 +3,9 @@
 # (broker and controller in one JVM) on 127.0.0.1, from the jars published on
 # Maven Central, run with the machine's Java. No Kafka tarball, no Docker.
 #
-#   scripts/kafka.sh install|start|stop|restart|status|logs|libs
+#   scripts/kafka.sh install|start|stop|restart|status|logs|libs|cds
+#
+# (libs prints the jars' directory, cds the class-data archive's path.)
 #
 # KAFKA_VERSION picks the release (one variable: run the suite against another
 # with KAFKA_VERSION=3.9.1 make test). KAFKA_PORT / KAFKA_CONTROLLER_PORT /
@@ -38,6 +40,16 @@ PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
 KAFKA_SECURE_DIR=${KAFKA_SECURE_DIR:-}
 KAFKA_SECURE_PORT=${KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
 KAFKA_SASL_USER=${KAFKA_SASL_USER:-nofly}
+# KAFKA_JVM_OPTS: JVM flags beyond the heap's. The tests' private brokers
+# pass -XX:TieredStopAtLevel=1 (no C2 compiler: half the CPU to start, ample
+# speed for a test's records); the shared broker keeps the full JIT, which
+# the benchmarks measure.
+KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-}
+# A class-data archive of the broker's classes (made once, see build_cds)
+# takes a start from ~7 to ~2 CPU seconds. It is only valid for this
+# classpath and this JVM, hence both in its name.
+JAVA_ID=$(java -version 2>&1 | sha256sum | cut -c1-8) || JAVA_ID=none
+CDS_ARCHIVE=$LIBS/../kafka-$JAVA_ID.jsa
 
 install() {
   command -v java >/dev/null || die "java not found: Kafka runs on the machine's Java (17+)"
@@ -52,6 +64,43 @@ install() {
     >"$LIBS/../maven.log" 2>&1 \
     || { tail -n 30 "$LIBS/../maven.log" >&2; die "maven could not resolve org.apache.kafka:kafka_2.13:$KAFKA_VERSION"; }
   touch "$LIBS/.complete"
+}
+
+# cds_opts [broker]: the JVM flag that uses the class-data archive, if it exists;
+# KAFKA_CDS_DUMP makes build_cds's own broker write it at exit instead. A JVM
+# that cannot use an archive says so in stdout.log and starts without.
+cds_opts() {
+  if [[ -n ${KAFKA_CDS_DUMP:-} ]]; then [[ ${1:-} == broker ]] && echo "-XX:ArchiveClassesAtExit=$KAFKA_CDS_DUMP"
+  elif [[ -s $CDS_ARCHIVE ]]; then echo "-XX:SharedArchiveFile=$CDS_ARCHIVE"
+  fi
+}
+
+# build_cds: the archive, from a throwaway broker on a free port that is
+# started and stopped (the JVM writes the archive on a clean exit), once per
+# Kafka and JVM. A lock makes concurrent starts wait for one build. Failing
+# to build is not fatal: brokers start without it, as before.
+build_cds() {
+  [[ -n ${KAFKA_CDS_DUMP:-} || -s $CDS_ARCHIVE ]] && return 0
+  exec 8>"$CDS_ARCHIVE.lock"
+  flock 8
+  if [[ ! -s $CDS_ARCHIVE ]]; then
+    local d port tmp=$CDS_ARCHIVE.tmp.$$
+    d=$(mktemp -d "${TMPDIR:-/tmp}/kafka-cds.XXXXXX")
+    for _ in $(seq 50); do
+      port=$((20000 + RANDOM % 30000))
+      if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 1))") 2>/dev/null; then break; fi
+    done
+    log "making a class-data archive of the broker's classes (once per Kafka and JVM; later starts take a third of the CPU)"
+    if KAFKA_DIR=$d KAFKA_PORT=$port KAFKA_CDS_DUMP=$tmp KAFKA_EXTRA_PROPS= KAFKA_SECURE_DIR= bash "$SCRIPTS_DIR/kafka.sh" start >"$d/cds.log" 2>&1 \
+      && KAFKA_DIR=$d KAFKA_PORT=$port bash "$SCRIPTS_DIR/kafka.sh" stop >>"$d/cds.log" 2>&1 && [[ -s $tmp ]]; then
+      mv "$tmp" "$CDS_ARCHIVE"
+    else
+      log "no class-data archive (brokers start without it): $(tail -n 3 "$d/cds.log" 2>/dev/null | tr '\n' ' ')"
+      rm -f "$tmp"
+    fi
+    rm -rf "$d"
+  fi
+  exec 8>&-
 }
 
 metadata_ok() { kcat -b "127.0.0.1:$KAFKA_PORT" -L -m 3 >/dev/null 2>&1; }
@@ -174,7 +223,7 @@ PROPS
 
 java_run() {
   # shellcheck disable=SC2086
-  java $KAFKA_HEAP_OPTS -Dkafka.logs.dir="$KAFKA_DIR" \
+  java $KAFKA_HEAP_OPTS $KAFKA_JVM_OPTS $(cds_opts) -Dkafka.logs.dir="$KAFKA_DIR" \
     -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
     -cp "$LIBS/*" "$@"
 }
@@ -201,11 +250,12 @@ start() {
     die "something else answers on 127.0.0.1:$KAFKA_PORT; stop it or set KAFKA_PORT"
   fi
   if ! pid_alive "$PIDFILE" "$PATTERN"; then
+    build_cds
     prepare_secure
     write_config
     if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
       local id scram=()
-      id=$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+      id=$(kafka_cluster_id)
       # The SCRAM credentials go into the bootstrap metadata. StorageTool
       # takes them only as arguments: the password is on this one short-lived
       # command line (a loopback test broker's), and not in format.log.
@@ -219,7 +269,8 @@ start() {
     # Appended, not truncated: a restarted broker's log keeps what happened
     # before the stop.
     echo "==== kafka.sh start $(date -u +%FT%TZ)" >>"$LOGFILE"
-    nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Dkafka.logs.dir="$KAFKA_DIR" \
+    # shellcheck disable=SC2046
+    nohup java $KAFKA_HEAP_OPTS -XX:+UseG1GC $KAFKA_JVM_OPTS $(cds_opts broker) -Dkafka.logs.dir="$KAFKA_DIR" \
       -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
       -cp "$LIBS/*" kafka.Kafka "$KAFKA_DIR/server.properties" \
       >"$KAFKA_DIR/stdout.log" 2>&1 </dev/null &
@@ -260,5 +311,6 @@ case ${1:-} in
   status) status ;;
   logs) tail -n "${LINES:-60}" "$LOGFILE" ;;
   libs) install >&2; echo "$LIBS" ;;
-  *) echo "usage: $0 install|start|stop|restart|status|logs|libs" >&2; exit 2 ;;
+  cds) install >&2; build_cds >&2; if [[ -s $CDS_ARCHIVE ]]; then echo "$CDS_ARCHIVE"; fi ;;
+  *) echo "usage: $0 install|start|stop|restart|status|logs|libs|cds" >&2; exit 2 ;;
 esac

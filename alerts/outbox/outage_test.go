@@ -19,10 +19,13 @@ import (
 	"github.com/nofly-dev/nofly/producer"
 )
 
-// webhookOutage is how long the endpoint stays down (issue 5: 60 s). The
-// first half it answers 503 with Retry-After, the second half it refuses
-// connections.
-const webhookOutage = 60 * time.Second
+// webhookOutage is how long the endpoint stays down. The first half it
+// answers 503 with Retry-After, the second half it refuses connections.
+// Issue 5's 60 s is held on the whole alerter by internal/alerterd's
+// TestWebhookOutageProof; here, the dispatcher alone, 20 s is ten times its
+// 2 s maximum backoff — long past where the retries settle into their
+// steady state — and keeps CI's budget (this test was 87 s of it).
+const webhookOutage = 20 * time.Second
 
 // outageEndpoint is a webhook endpoint that can answer 503 or stop
 // listening, and counts the events it accepted by Idempotency-Key.

@@ -46,6 +46,7 @@ func newClusterPipeline(t testing.TB, k *testenv.KafkaCluster, redisAddr string,
 // later. The outbox and alerts.events read committed equal the reference:
 // 0 missing, 0 duplicate.
 func TestClusterBrokerKillProof(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	runClusterKillProof(t, clusterKill{
 		victim: func(ctx context.Context, k *testenv.KafkaCluster, p *pipeline) (int, []int, error) {
 			n, err := k.GroupCoordinator(ctx, p.group)
@@ -71,6 +72,7 @@ func TestClusterBrokerKillProof(t *testing.T) {
 // the open transaction is decided there, and the dispatchers go on.
 // alerts.events read committed still equals the reference.
 func TestClusterTxnCoordinatorKillProof(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	runClusterKillProof(t, clusterKill{
 		victim: func(ctx context.Context, k *testenv.KafkaCluster, p *pipeline) (int, []int, error) {
 			byNode := map[int][]int{}

@@ -392,6 +392,10 @@ func (g *gatedProducer) produced() int64 { return g.n.Load() }
 func (p *pipeline) produceGated(recs []telemetry.Position, times []time.Time, rate int) *gatedProducer {
 	g := &gatedProducer{limits: make(chan int64, 64), done: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	const chunk = 500 // bursts: each gives the alerter a few batches of work
+	// A test that ends early (t.Fatal) stops the producer and waits for it:
+	// its t.Error or t.Logf after the test's end would panic the package.
+	stop := make(chan struct{})
+	p.t.Cleanup(func() { close(stop); <-g.done })
 	go func() {
 		defer close(g.done)
 		tick := time.NewTicker(time.Duration(float64(time.Second) * chunk / float64(rate)))
@@ -409,6 +413,8 @@ func (p *pipeline) produceGated(recs []telemetry.Position, times []time.Time, ra
 				}
 				select {
 				case limit = <-g.limits:
+				case <-stop:
+					return
 				case <-time.After(5 * time.Minute):
 					p.t.Errorf("producer: held at record %d for 5 minutes", i)
 					return
@@ -418,6 +424,11 @@ func (p *pipeline) produceGated(recs []telemetry.Position, times []time.Time, ra
 			var ts []time.Time
 			if times != nil {
 				ts = times[i:end]
+			}
+			select {
+			case <-stop:
+				return
+			default:
 			}
 			if err := p.produceErrAt(recs[i:end], ts); err != nil {
 				p.t.Error(err)
@@ -429,7 +440,11 @@ func (p *pipeline) produceGated(recs []telemetry.Position, times []time.Time, ra
 			case g.wrote <- struct{}{}:
 			default:
 			}
-			<-tick.C
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
 		}
 	}()
 	return g

@@ -26,6 +26,7 @@ import (
 // tag, on the primary that serves it. The outbox and alerts.events equal
 // the reference: 0 missing, 0 duplicate.
 func TestClusterRedisReferenceProof(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	ctx := context.Background()
 	rc := testenv.StartRedisCluster(t, false)
 	cc := rc.Client(t)

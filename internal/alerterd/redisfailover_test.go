@@ -37,6 +37,7 @@ import (
 // is missing on the promoted replica, and the outbox and alerts.events
 // equal the reference: 0 missing, 0 duplicate.
 func TestClusterRedisFailoverProof(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	brokers := testenv.Kafka(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)

@@ -174,6 +174,7 @@ const secureZones = `{"type":"FeatureCollection","features":[
 // Before that, each bad setting stops a command at start with one line
 // naming what failed; no output of any run holds a password.
 func TestSecureEndToEnd(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	ingest, alerter := ingestBinary(t), alerterBinary(t)
 	sk := testenv.StartSecureKafka(t)
 	sr := testenv.StartSecureRedis(t)

@@ -20,6 +20,7 @@ import (
 // stop hands the leadership over at once, a SIGKILL moves it once the
 // controller fences the node, and a restarted node rejoins every ISR.
 func TestClusterSettingsAndNodeControl(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	ctx := context.Background()
 	k := StartKafkaCluster(t)
 	want := map[string]string{

@@ -102,6 +102,9 @@ func (k *KafkaProc) run(ctx context.Context, verb string) error {
 		"KAFKA_CONTROLLER_PORT=" + strconv.Itoa(k.ctlPort),
 		"KAFKA_DIR=" + k.dir,
 		"KAFKA_HEAP_OPTS=-Xms128m -Xmx512m",
+		// No C2 compiler: half the CPU to start (scripts/kafka.sh); a test's
+		// few records never need it.
+		"KAFKA_JVM_OPTS=-XX:TieredStopAtLevel=1",
 		"KAFKA_EXTRA_PROPS=" + strings.Join(k.props, "\n")}, k.env...)...)
 }
 

@@ -23,6 +23,7 @@ import (
 // primary takes the whole cluster down (full coverage required) until it
 // is back with its acknowledged writes.
 func TestClusterRedisSlotsAndCrossSlot(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	ctx := context.Background()
 	c := StartRedisCluster(t, false)
 	if c.Nodes() != 3 {
@@ -225,6 +226,7 @@ func TestClusterRedisSlotsAndCrossSlot(t *testing.T) {
 // the cluster client reaches it there, and the killed node comes back as
 // that node's replica, in sync.
 func TestClusterRedisFailover(t *testing.T) {
+	t.Parallel() // servers of its own on free ports; the step mostly waits on them
 	ctx := context.Background()
 	c := StartRedisCluster(t, true)
 	if c.Nodes() != 6 {
