@@ -583,13 +583,14 @@ func TestDashboardScale(t *testing.T) {
 	// The heap after a first minute, when tracks are full, against the end.
 	time.Sleep(min(soak/2, 60*time.Second))
 	h0 := heap()
-	var p95s []float64
+	var p95s, work []float64
 	end := time.Now().Add(soak - min(soak/2, 60*time.Second))
 	for time.Now().Before(end) {
 		time.Sleep(min(10*time.Second, time.Until(end)+time.Millisecond))
 		var frames []float64
 		frames = eval[[]float64](b, `nofly.stats.frames.slice(-300)`)
 		p95s = append(p95s, percentile(frames, 0.95))
+		work = append(work, percentile(eval[[]float64](b, `nofly.stats.work.slice(-300)`), 0.95))
 	}
 	h1 := heap()
 	cancel()
@@ -599,13 +600,21 @@ func TestDashboardScale(t *testing.T) {
 	b.shot("scale-end")
 	worst := slices.Max(p95s)
 	median := percentile(p95s, 0.5)
-	t.Logf("500 drones at 1 Hz over 10,000 zones for %v: frame time p95 per 10 s window: median %.1f ms, worst %.1f ms; JS heap %.1f → %.1f MB",
-		soak, median, worst, h0/1e6, h1/1e6)
-	// The ≤ 50 ms target is a figure for BENCHMARKS.md, measured alone; in
-	// CI other packages' tests share the two cores. What fails here is a
-	// page that stalls (a list rebuilt per event was 967 ms).
+	workMedian := percentile(work, 0.5)
+	t.Logf("500 drones at 1 Hz over 10,000 zones for %v: frame time p95 per 10 s window: median %.1f ms, worst %.1f ms; the page's work per stream message p95: median %.1f ms; JS heap %.1f → %.1f MB",
+		soak, median, worst, workMedian, h0/1e6, h1/1e6)
+	// The ≤ 50 ms target is a figure for BENCHMARKS.md, measured alone. In
+	// CI three packages' tests share the two cores with this browser, and
+	// the time between frames is mostly the wait for a core: 233–283 ms
+	// were seen with nothing wrong. What fails here is a page that stalls
+	// by its own doing — a list rebuilt per event was 967 ms of work per
+	// message — measured as the time spent on each message; and a frame
+	// time past a second, which no share of two cores explains.
 	t.Logf("frame time target p95 ≤ 50 ms: %s", map[bool]string{true: "met", false: "NOT met"}[median <= 50])
-	if median > 250 {
+	if workMedian > 250 {
+		t.Errorf("the page spent %.1f ms on a stream message (p95, median of the windows): it stalls", workMedian)
+	}
+	if median > 1000 {
 		t.Errorf("frame time p95 %.1f ms (median of the windows): the page stalls (target ≤ 50 ms)", median)
 	}
 	if h1 > h0*1.5+8e6 {

@@ -57,13 +57,59 @@ mod=$(go list -m)
 # shellcheck disable=SC2046,SC2086
 go test -race -p 3 -count=1 -timeout 25m $first \
   $(go list ./... | sed "s|^$mod|.|" | grep -vxF -f <(tr ' ' '\n' <<<"$first"))
-fuzzlog=$(mktemp)
-fuzz_pid=""
-# setsid: the fuzzer and its workers form a group of their own, so that a
-# step failing below stops them too instead of leaving them running.
-FUZZTIME=$FUZZTIME setsid nice -n 19 bash scripts/fuzz.sh >"$fuzzlog" 2>&1 &
-fuzz_pid=$!
-trap 'rc=$?; [[ -n $fuzz_pid ]] && kill -- -"$fuzz_pid" 2>/dev/null; rm -f "$fuzzlog"; (exit $rc); step_report' EXIT
+# Jobs that run beside the steps (bg_start), each in a process group of its
+# own (setsid) so that a failing step stops them too, with its output kept
+# for its bg_wait: fuzzing at the lowest CPU priority from here on (its time
+# is wall time: it fills the cores the steps leave idle), and the cluster
+# step beside the embedded and schemathesis steps (it waits on brokers and
+# failovers more than it computes; it never shares the cores with the main
+# run above).
+declare -A bg_pid bg_log bg_title
+bg_start() {
+  local name=$1; bg_title[$1]=$2; shift 2
+  bg_log[$name]=$(mktemp)
+  setsid bash -c 'start=$SECONDS; "$@"; rc=$?; echo "== $((SECONDS - start)) s"; exit $rc' _ "$@" >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
+}
+# bg_start NAME TITLE COMMAND...; bg_wait NAME SHOW: waits for NAME, adds
+# its own time to the table, and prints its output (SHOW=all) or only its
+# summary (SHOW=fuzz); on failure, all of it (fuzz: the failing target's
+# part), and the script fails.
+bg_wait() {
+  local name=$1 show=$2 rc=0 log=${bg_log[$1]}
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
+  step_names+=("${bg_title[$name]} (beside the steps above)")
+  step_secs+=("$(sed -n 's/^== \([0-9]*\) s$/\1/p' "$log" | tail -n 1)")
+  if ((rc != 0)) && [[ $show == fuzz ]]; then
+    echo "fuzzing failed; the failing target's output:"
+    awk '/^-- \.\/.* \(/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$log"
+  elif [[ $show == fuzz ]]; then
+    grep -E '^-- ' "$log"
+  else
+    cat "$log"
+  fi
+  rm -f "$log"
+  return "$rc"
+}
+bg_stop() {
+  local name
+  for name in "${!bg_pid[@]}"; do kill -- -"${bg_pid[$name]}" 2>/dev/null || true; rm -f "${bg_log[$name]}"; done
+}
+trap 'rc=$?; bg_stop; (exit $rc); step_report' EXIT
+
+bg_start fuzz "fuzz targets (scripts/fuzz.sh)" env FUZZTIME="$FUZZTIME" nice -n 19 bash scripts/fuzz.sh
+
+# Past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster,
+# TLS/SASL/ACL. Each test starts the cluster or secured server it needs on
+# free ports (scripts/kafka-cluster.sh, scripts/redis-cluster.sh, the
+# secured modes of kafka.sh and redis.sh) and kills nodes of it.
+cluster_pkgs=$(grep -rlE --include='*_test.go' '^//go:build cluster' . | xargs -n1 dirname | sort -u)
+if [[ -z $cluster_pkgs ]]; then echo "no test file carries the cluster build tag"; exit 1; fi
+# shellcheck disable=SC2086
+bg_start cluster "past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster, TLS/SASL/ACL" \
+  go test -tags cluster -race -count=1 -timeout 25m -run '^(TestCluster|TestSecure)' $cluster_pkgs
+
 step "the embedded default (kfake + miniredis, internal/embedded): the producer's and the Redis-backed packages' tests on it"
 # The demo runs on it, so it is held to the tests the real services pass:
 # the producer's (idempotent dedup under fault injection, sequence errors,
@@ -85,31 +131,12 @@ if ! env $(cat "$envfile") go test -race -count=1 -timeout 10m \
 fi
 kill "$embedded_pid"; wait "$embedded_pid" 2>/dev/null || true
 rm -f "$envfile"
-step "past one machine (build tag cluster): a 3-broker Kafka, a Redis Cluster, TLS/SASL/ACL"
-# Each test starts the cluster or secured server it needs (scripts/
-# kafka-cluster.sh, scripts/redis-cluster.sh, the secured modes of kafka.sh
-# and redis.sh) and kills nodes of it; a step of its own so three more JVMs
-# never share the machine with the main run.
-cluster_pkgs=$(grep -rlE --include='*_test.go' '^//go:build cluster' . | xargs -n1 dirname | sort -u)
-if [[ -z $cluster_pkgs ]]; then echo "no test file carries the cluster build tag"; exit 1; fi
-go test -tags cluster -race -count=1 -timeout 25m -run '^(TestCluster|TestSecure)' $cluster_pkgs
 step "schemathesis: a live ingest against internal/ingestd/openapi.yaml"
 bash scripts/schemathesis.sh
 step "schemathesis: a live alerter against its merged API description"
 bash scripts/schemathesis-alerter.sh
-
-step "fuzz targets (scripts/fuzz.sh), beside the steps above"
-# It started before the embedded step, at the lowest CPU priority: the
-# steps since wait on brokers and timeouts more than they compute, and the fuzz
-# targets' time is wall time, so they fill the idle cores instead of adding
-# five minutes.
-if ! wait "$fuzz_pid"; then
-  fuzz_pid=""
-  echo "fuzzing failed; the failing target's output:"
-  awk '/^-- \.\/.* \(/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$fuzzlog"
-  exit 1
-fi
-fuzz_pid=""
-grep -E '^-- ' "$fuzzlog"
+step "waiting for the jobs beside the steps"
+bg_wait cluster all
+bg_wait fuzz fuzz
 echo "== dashboard screenshots of the browser tests: ${NOFLY_ARTIFACTS:-$PWD/.artifacts}/dashboard"
 echo "== all tests passed"

@@ -31,7 +31,9 @@
   const fmtLimit = (l) => l ? `${l.m} m ${l.ref}` : 'none';
 
   // What tests and operators can read of the page's state.
-  const stats = { frames: [], events: 0, eventIds: new Set(), duplicates: 0, positions: 0, reconnects: 0 };
+  // frames: the time between animation frames (ms); work: the time the page
+  // spent on each message of its streams (ms), its own share of a frame.
+  const stats = { frames: [], work: [], events: 0, eventIds: new Set(), duplicates: 0, positions: 0, reconnects: 0 };
   window.nofly = { stats };
 
   // ---- the API --------------------------------------------------------
@@ -81,7 +83,12 @@
         buf = buf.slice(i + 1);
         if (line.endsWith('\r')) line = line.slice(0, -1);
         if (line === '') {
-          if (ev.data.length) onEvent(ev.type, ev.data.join('\n'), ev.id);
+          if (ev.data.length) {
+            const t0 = performance.now();
+            onEvent(ev.type, ev.data.join('\n'), ev.id);
+            stats.work.push(performance.now() - t0);
+            if (stats.work.length > 600) stats.work.splice(0, stats.work.length - 600);
+          }
           ev = { type: 'message', data: [], id: null };
           continue;
         }
