@@ -36,8 +36,18 @@ func txnRecords(from, n int) []Record {
 	return recs
 }
 
+// committedValues reads partition 0 read-committed once every transaction
+// on it is decided: EndTxn returns before the coordinator has written the
+// markers, and a loaded broker took seconds to (a read right after the
+// commit saw only the transactions before it).
 func committedValues(t *testing.T, brokers []string, topic string) []string {
 	t.Helper()
+	testenv.CheckFor(t, 30*time.Second, func() error {
+		if stable, end := partitionEnds(t, brokers, topic); stable != end {
+			return fmt.Errorf("a transaction is undecided: last stable offset %d, end %d", stable, end)
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := &kafka.Transport{}
