@@ -1,0 +1,120 @@
+package authorization
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nofly-dev/nofly/geofence"
+)
+
+// MaxAuthorizations bounds a set, revoked and ended ones included until
+// they are pruned from it (they stay in the history).
+const MaxAuthorizations = 10_000
+
+// Set is one version of the authorisations, as the alerter decides with
+// it. It is immutable once made: a change (a new authorisation, a
+// revocation) is a new Set with a higher Version.
+type Set struct {
+	Version int64
+	// all, in id order: lookups and answers do not depend on the order
+	// the authorisations were made in.
+	all []Authorization
+}
+
+// NewSet makes a version of the given authorisations (copied, sorted by
+// id).
+func NewSet(version int64, auths []Authorization) *Set {
+	s := &Set{Version: version, all: slices.Clone(auths)}
+	slices.SortFunc(s.all, func(a, b Authorization) int { return strings.Compare(a.ID, b.ID) })
+	return s
+}
+
+// All returns the authorisations in id order; the slice must not be
+// changed.
+func (s *Set) All() []Authorization {
+	if s == nil {
+		return nil
+	}
+	return s.all
+}
+
+// Get returns the authorisation of that id.
+func (s *Set) Get(id string) (Authorization, bool) {
+	if s == nil {
+		return Authorization{}, false
+	}
+	i, ok := slices.BinarySearchFunc(s.all, id, func(a Authorization, id string) int { return strings.Compare(a.ID, id) })
+	if !ok {
+		return Authorization{}, false
+	}
+	return s.all[i], true
+}
+
+// Covering returns the authorisation that covers the drone in the zone at
+// t, if one does. When several do, the one that lasts longest (the latest
+// End), then the smallest id: the choice depends only on the set and t,
+// so live and replay name the same one.
+func (s *Set) Covering(drone, zoneID string, cat geofence.Category, t time.Time) (*Authorization, bool) {
+	if s == nil {
+		return nil, false
+	}
+	var best *Authorization
+	for i := range s.all {
+		a := &s.all[i]
+		if !a.Covers(drone, zoneID, cat, t) {
+			continue
+		}
+		if best == nil || a.End().After(best.End()) {
+			best = a
+		}
+	}
+	return best, best != nil
+}
+
+// NextChange returns the first time after t at which what the set covers
+// may change (an authorisation starts or ends), and false when none will:
+// the alerter's clock looks again at a drone inside a zone then.
+func (s *Set) NextChange(t time.Time) (time.Time, bool) {
+	if s == nil {
+		return time.Time{}, false
+	}
+	var next time.Time
+	for i := range s.all {
+		for _, c := range [2]time.Time{s.all[i].From, s.all[i].End()} {
+			if c.After(t) && (next.IsZero() || c.Before(next)) {
+				next = c
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// Revoke returns the next version with the authorisation of that id ended
+// at t by who, and whether it existed and had not ended by then. An
+// authorisation already revoked or ended is left as it is.
+func (s *Set) Revoke(id string, t time.Time, by string) (*Set, bool) {
+	a, ok := s.Get(id)
+	if !ok || !t.Before(a.End()) {
+		return s, false
+	}
+	at := t.UTC()
+	a.RevokedAt, a.RevokedBy = &at, by
+	next := NewSet(s.Version+1, s.all)
+	i, _ := slices.BinarySearchFunc(next.all, id, func(a Authorization, id string) int { return strings.Compare(a.ID, id) })
+	next.all[i] = a
+	return next, true
+}
+
+// Add returns the next version with a added, and false when the set is
+// full or already holds that id.
+func (s *Set) Add(a Authorization) (*Set, bool) {
+	if _, dup := s.Get(a.ID); dup || len(s.All()) >= MaxAuthorizations {
+		return s, false
+	}
+	var v int64
+	if s != nil {
+		v = s.Version
+	}
+	return NewSet(v+1, append(slices.Clone(s.All()), a)), true
+}
