@@ -112,7 +112,8 @@ func (ip *ingestProc) post(t testing.TB, lines ...string) {
 // stops itself with the signal_lost decided but not committed and is
 // SIGKILLed, one ingest is SIGKILLed, a new alerter takes over and a
 // second joins (a rebalance), then the drone is heard again. Exactly one
-// signal_lost and one signal_regained; every event once in the outbox and
+// signal_lost until then and one signal_regained (silent again after, it
+// may be lost again: the signal events alternate); every event once in the outbox and
 // in alerts.events; each partition's clock never went back; and a replay of
 // each partition as the topic holds it — ticks and receive times included —
 // equals the live events.
@@ -315,8 +316,30 @@ func TestClockProof(t *testing.T) {
 			kept = append(kept, l)
 		}
 	}
-	if err := lostOnce(); err != nil {
-		t.Error(err)
+	// Heard again, the drone fell silent again while the test waited for
+	// the ends (3 s of log clock is little on a loaded machine): a second
+	// signal_lost then is right. What must hold is that the drone's
+	// signal events alternate — never lost twice without a regain between.
+	var signals []string
+	for _, l := range live {
+		if !bytes.Contains(l, []byte(`"drone_id":"`+silent+`"`)) || !bytes.Contains(l, []byte(`"zone_id":"POLY"`)) {
+			continue
+		}
+		switch {
+		case bytes.Contains(l, []byte(`"type":"signal_lost"`)):
+			signals = append(signals, "lost")
+		case bytes.Contains(l, []byte(`"type":"signal_regained"`)):
+			signals = append(signals, "regained")
+		}
+	}
+	for i, s := range signals {
+		if want := [2]string{"lost", "regained"}[i%2]; s != want {
+			t.Errorf("%s's POLY alarm: signal events %v, want lost and regained alternating from lost", silent, signals)
+			break
+		}
+	}
+	if len(signals) < 2 {
+		t.Errorf("%s's POLY alarm: signal events %v, want lost then regained", silent, signals)
 	}
 	p.checkEventsTopic()
 
