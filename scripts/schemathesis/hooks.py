@@ -246,6 +246,12 @@ def error_time(path, body, e):
         return parse_time(recs[line - 1].get("ts"))
     if path == "/v1/telemetry/rid" and re.search(r"\.(timestamp|time)$", field):
         return parse_time(at(body, field))
+    m = re.fullmatch(r"(\[\d+\])\.received_at", field)
+    if path == "/v1/telemetry/odid" and m:
+        item = at(items(body), m.group(1))
+        if not isinstance(item, dict) or not isinstance(item.get("received_at"), str):
+            return None
+        return parse_time(item["received_at"])  # before 1970: the seq would be negative
     m = re.fullmatch(r"(\[\d+\])\..*\.(TimeStamp|timestamp)", field)
     if path == "/v1/telemetry/odid" and m:
         item = at(items(body), m.group(1))
