@@ -2,6 +2,8 @@ package alerterd
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 	a := p.startProc("alerter", cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	kills := make(chan int)
+	var killed atomic.Int64
 	go func() {
 		n := 0
 		tick := time.NewTicker(15 * time.Millisecond)
@@ -36,10 +39,20 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 				return
 			case <-tick.C:
 				n += testenv.KillRedisClients(ctx, p.rc, "nofly-alerter:"+cfg.Group)
+				killed.Store(int64(n))
 			}
 		}
 	}()
 	p.waitApplied(int64(len(sc.Records))/2, 120*time.Second)
+	// On a loaded machine the first half can be applied before a kill
+	// lands: the killing goes on until one has (the rest of the run is
+	// then still under fire).
+	testenv.CheckFor(t, 60*time.Second, func() error {
+		if killed.Load() == 0 {
+			return errors.New("no alerter connection killed yet")
+		}
+		return nil
+	})
 	cancel()
 	n := <-kills
 	if n == 0 {
