@@ -248,20 +248,10 @@ func checkDrone(s string) error {
 		return &FieldError{"drone", "a bare '*' would authorise every drone; name a drone or an id prefix"}
 	case strings.Contains(id, "*"):
 		return &FieldError{"drone", "'*' may only end a prefix"}
-	case len(id) > telemetry.MaxDroneIDLen || !droneIDChars(id):
+	case !telemetry.ValidDroneID(id):
 		return &FieldError{"drone", fmt.Sprintf("%q is not a drone id (1-%d of A-Z a-z 0-9 . _ : -)", s, telemetry.MaxDroneIDLen)}
 	}
 	return nil
-}
-
-func droneIDChars(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func parseZones(raw json.RawMessage) (Zones, error) {

@@ -401,6 +401,10 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
+// ValidDroneID reports whether s is a drone id: 1 to MaxDroneIDLen bytes of
+// A-Z a-z 0-9 . _ : -.
+func ValidDroneID(s string) bool { return validDroneID(s) }
+
 func validDroneID(s string) bool {
 	if len(s) == 0 || len(s) > MaxDroneIDLen {
 		return false
