@@ -3,6 +3,7 @@ package authorization
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nofly-dev/nofly/geofence"
@@ -118,3 +119,21 @@ func (s *Set) Add(a Authorization) (*Set, bool) {
 	}
 	return NewSet(v+1, append(slices.Clone(s.All()), a)), true
 }
+
+// Current holds the set in use, swapped whole when a new version is
+// loaded; a nil *Current or an empty one holds no authorisation (version
+// 0). Safe for concurrent use.
+type Current struct {
+	p atomic.Pointer[Set]
+}
+
+// Load returns the set in use (nil: none).
+func (c *Current) Load() *Set {
+	if c == nil {
+		return nil
+	}
+	return c.p.Load()
+}
+
+// Store swaps s in and returns the set it replaces.
+func (c *Current) Store(s *Set) (old *Set) { return c.p.Swap(s) }

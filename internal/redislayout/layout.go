@@ -103,6 +103,15 @@ func (k Keys) Clock() string { return k.tag + ":clock" }
 // an offset above after_offset were evaluated with zone set version.
 func (k Keys) ZoneSwitches() string { return k.tag + ":zoneswitch" }
 
+// AuthVersion is the string holding the authorisation set version of the
+// partition's last batch that had one (docs/design.md, "Authorised
+// flights").
+func (k Keys) AuthVersion() string { return k.tag + ":authver" }
+
+// AuthSwitches is the list of "<version> <after_offset>": the records with
+// an offset above after_offset were decided with authorisation set version.
+func (k Keys) AuthSwitches() string { return k.tag + ":authswitch" }
+
 // ReplCheck is the string a reader writes (the version or outbox id it
 // read) only so that a WAIT after it on the same connection covers every
 // earlier write of the partition (redisreplica.Wait.Confirm): written with
