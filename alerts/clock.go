@@ -112,6 +112,10 @@ func (e *Engine) advance(zs Zones, zv, off int64, at time.Time, self string, eve
 		}
 		e.zv = zv
 	}
+	if av := e.authVersion(); av != e.av {
+		events = e.authsChanged(zv, off, events, st)
+		e.av = av
+	}
 	if prev > 0 && e.clock/1000 > prev/1000 {
 		events = e.scan(zs, zv, off, prev, self, events, st)
 	}
@@ -157,6 +161,7 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event
 		if d.id != self && !d.Pos.IsZero() {
 			events = e.judge(d, zs, ReasonZoneActivated, events)
 		}
+		events = e.authorize(d, events)
 		silent := time.Duration(e.clock-d.Seen) * time.Millisecond
 		if len(d.Alarms) > 0 && t.SignalLostAfter > 0 && silent >= t.SignalLostAfter {
 			events = e.lose(d, events)
@@ -246,6 +251,7 @@ func (e *Engine) nextLook(d *drone) int64 {
 		}
 		consider(at)
 	}
+	consider(e.nextAuthChange(d))
 	if !d.Pos.IsZero() {
 		if nc, ok := e.zones.(nextChanges); ok {
 			if b, ok := nc.NextActivityChange(d.timeAt(max(e.clock, d.Seen))); ok {
@@ -372,6 +378,7 @@ func (e *Engine) judge(d *drone, zs Zones, reason string, events []Event) []Even
 	if len(events)-first > 1 {
 		slices.SortFunc(events[first:], func(a, b Event) int { return strings.Compare(a.ZoneID, b.ZoneID) })
 	}
+	e.coverRaises(d, events[first:])
 	if len(d.Alarms) > 1 {
 		slices.SortFunc(d.Alarms, func(a, b ActiveAlarm) int { return strings.Compare(a.Zone, b.Zone) })
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nofly-dev/nofly/authorization"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/telemetry"
@@ -43,6 +44,9 @@ type Stats struct {
 	SignalLost     int
 	SignalRegained int
 	Forgotten      int
+	// Authorisations: authorized and unauthorized events.
+	Authorized   int
+	Unauthorized int
 }
 
 // Add adds o's counts to s.
@@ -60,6 +64,8 @@ func (s *Stats) Add(o Stats) {
 	s.SignalLost += o.SignalLost
 	s.SignalRegained += o.SignalRegained
 	s.Forgotten += o.Forgotten
+	s.Authorized += o.Authorized
+	s.Unauthorized += o.Unauthorized
 }
 
 // Outcome is what one batch decided. Nothing of it is durable until
@@ -100,6 +106,11 @@ type Engine struct {
 	due    []*drone
 	sched  dueHeap // each drone's next look (clock.go)
 	zones  Zones   // the zone set of the batch being applied
+
+	// Authorised flights (authorize.go): the set in use and the version
+	// the drones' alarms were last looked at with.
+	auths *authorization.Set
+	av    int64
 }
 
 // drone is the engine's entry of one drone: its state and the last batch
@@ -117,7 +128,7 @@ type drone struct {
 // NewEngine returns the engine of a partition at the stored snapshot.
 func NewEngine(partition int, snap dedup.Snapshot) (*Engine, error) {
 	e := &Engine{partition: partition, applied: snap.Applied, drones: make(map[string]*drone, len(snap.Drones)),
-		trackGap: DefaultTrackInterval, clock: snap.Clock, zv: snap.ZoneVersion, timing: Timing{}.withDefaults()}
+		trackGap: DefaultTrackInterval, clock: snap.Clock, zv: snap.ZoneVersion, av: snap.AuthVersion, timing: Timing{}.withDefaults()}
 	for id, b := range snap.Drones {
 		s, err := DecodeDroneState(b)
 		if err != nil {
@@ -164,7 +175,7 @@ func (e *Engine) Drone(id string) (DroneState, bool) {
 // when no record was above the version (nothing to commit).
 func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 	zv := zoneVersion(zs)
-	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied, ZoneVersion: zv}}
+	out := &Outcome{Expected: e.applied, Batch: dedup.Batch{Applied: e.applied, ZoneVersion: zv, AuthVersion: e.authVersion()}}
 	e.batch++
 	e.zones = zs
 	e.changed = e.changed[:0]
@@ -316,7 +327,9 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 	first := len(events)
 	events = e.regain(d, p, events)
 	resets := d.Resets
+	raisedFrom := len(events)
 	events, e.hits, _ = Step(&d.DroneState, p, zs, e.hits, events)
+	e.coverRaises(d, events[raisedFrom:])
 	st.Applied++
 	if d.Resets != resets {
 		st.SeqResets++
@@ -357,6 +370,10 @@ func (e *Engine) stamp(evs []Event, zv, off int64, st *Stats) {
 			st.SignalLost++
 		case SignalRegained:
 			st.SignalRegained++
+		case Authorized:
+			st.Authorized++
+		case Unauthorized:
+			st.Unauthorized++
 		}
 	}
 }

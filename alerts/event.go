@@ -37,7 +37,29 @@ const (
 	// SignalRegained: the first position from a drone whose alarm had
 	// lost its signal; the position is then decided as usual.
 	SignalRegained = "signal_regained"
+	// Authorized: an active alarm became covered by an authorisation (one
+	// started, or one was made, while the drone was inside). It stops
+	// paging; nothing is cleared.
+	Authorized = "authorized"
+	// Unauthorized: the authorisation covering an active alarm ended
+	// (expired or revoked) while the drone was inside, and none other
+	// covers it: from now on it pages like any alarm.
+	Unauthorized = "unauthorized"
 )
+
+// Reasons of an unauthorized event.
+const (
+	ReasonRevoked = "revoked" // the authorisation was revoked (DELETE)
+	ReasonExpired = "expired" // its until passed
+)
+
+// AuthRef is the authorisation an event carries (raised, authorized: the
+// one covering the alarm; unauthorized: the one that ended).
+type AuthRef struct {
+	ID        string    `json:"id"`
+	Reference string    `json:"reference"`
+	Until     time.Time `json:"until"`
+}
 
 // Reasons of a raised event decided by the log's clock rather than by a
 // position (absent on a position's raise).
@@ -75,6 +97,10 @@ type Event struct {
 	AltRef        string    `json:"alt_ref,omitempty"`
 	HeightAssumed bool      `json:"height_assumed"`
 	Reason        string    `json:"reason,omitempty"`
+	// Authorization is the authorisation covering a raised alarm, or the
+	// one an authorized / unauthorized event is about (docs/design.md,
+	// "Authorised flights"); nil when none.
+	Authorization *AuthRef `json:"authorization,omitempty"`
 	// LastSeen and AgeS are a time-driven event's (signal_lost,
 	// signal_regained, a raise or clear at a tick): when the drone was last
 	// heard, on the log's clock, and how long before the decision that

@@ -47,6 +47,15 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"reason":`...)
 		dst = appendString(dst, e.Reason)
 	}
+	if a := e.Authorization; a != nil {
+		dst = append(dst, `,"authorization":{"id":`...)
+		dst = appendString(dst, a.ID)
+		dst = append(dst, `,"reference":`...)
+		dst = appendString(dst, a.Reference)
+		dst = append(dst, `,"until":`...)
+		dst = appendTime(dst, a.Until)
+		dst = append(dst, '}')
+	}
 	if e.LastSeen != nil {
 		dst = append(dst, `,"last_seen":`...)
 		dst = appendTime(dst, *e.LastSeen)

@@ -29,9 +29,13 @@ func TestEventAppendJSONEqualsMarshal(t *testing.T) {
 		Category: "restricted", Seq: 7, TS: time.Date(2026, 12, 2, 10, 0, 3, 250_000_000, time.UTC), Lat: 51.4706, Lon: -0.4619,
 		AltM: &alt, AltRef: "AMSL", HeightAssumed: true, Partition: 3, Offset: 1234}
 	tests := map[string]func(e *alerts.Event){
-		"full":              func(e *alerts.Event) {},
-		"minimal":           func(e *alerts.Event) { e.AltM, e.AltRef, e.HeightAssumed = nil, "", false },
-		"cleared":           func(e *alerts.Event) { e.Type, e.Reason = "cleared", "zone_removed" },
+		"full":    func(e *alerts.Event) {},
+		"minimal": func(e *alerts.Event) { e.AltM, e.AltRef, e.HeightAssumed = nil, "", false },
+		"cleared": func(e *alerts.Event) { e.Type, e.Reason = "cleared", "zone_removed" },
+		"unauthorized": func(e *alerts.Event) {
+			e.Type, e.Reason = "unauthorized", "revoked"
+			e.Authorization = &alerts.AuthRef{ID: "a<1>", Reference: "PERMIT \"7\"", Until: time.Date(2026, 12, 6, 9, 30, 0, 1500, time.FixedZone("x", 3600))}
+		},
 		"escapes":           func(e *alerts.Event) { e.ZoneName = "a \"quoted\" <name> & \\ \n tab\t é ☃ \u2028 \x01 \xff" },
 		"tiny and huge":     func(e *alerts.Event) { e.Lat, e.Lon, e.AltM = tiny, -huge, &tiny },
 		"zero":              func(e *alerts.Event) { e.Lat, e.Lon, e.Seq, e.Offset = 0, math.Copysign(0, -1), 0, 0 },

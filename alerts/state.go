@@ -160,6 +160,14 @@ type ActiveAlarm struct {
 	// alarm_id:signal_regained:n.
 	Lost   int64 `json:"lost,omitempty"`
 	Losses int64 `json:"nl,omitempty"`
+	// Auth is the authorisation covering the alarm when last looked at
+	// ("" none), with its reference and end (unix ms) for the event that
+	// says it ended; AuthN counts the alarm's authorized and unauthorized
+	// events so far (their ids' n).
+	Auth      string `json:"auth,omitempty"`
+	AuthRef   string `json:"aref,omitempty"`
+	AuthUntil int64  `json:"auntil,omitempty"`
+	AuthN     int64  `json:"na,omitempty"`
 }
 
 // NewDroneState returns the state of a drone never seen.
@@ -214,6 +222,22 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 			if a.Losses != 0 {
 				dst = append(dst, `,"nl":`...)
 				dst = strconv.AppendInt(dst, a.Losses, 10)
+			}
+			if a.Auth != "" {
+				dst = append(dst, `,"auth":`...)
+				dst = appendString(dst, a.Auth)
+			}
+			if a.AuthRef != "" {
+				dst = append(dst, `,"aref":`...)
+				dst = appendString(dst, a.AuthRef)
+			}
+			if a.AuthUntil != 0 {
+				dst = append(dst, `,"auntil":`...)
+				dst = strconv.AppendInt(dst, a.AuthUntil, 10)
+			}
+			if a.AuthN != 0 {
+				dst = append(dst, `,"na":`...)
+				dst = strconv.AppendInt(dst, a.AuthN, 10)
 			}
 			dst = append(dst, '}')
 		}

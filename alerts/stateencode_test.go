@@ -48,6 +48,8 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"resets, dropped":   {Seq: 0, Pos: alerts.Fix{TS: fix.TS, Lat: 1, Lon: 2, Drop: "alt_m,agl_m"}, Resets: 3},
 		"dropped, escapes":  {Seq: 2, Pos: alerts.Fix{TS: fix.TS, Drop: "<\"\xff"}, Resets: -1},
 		"clock":             {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Lost: 1764669600123, Losses: 2}}, Seen: 1764669630123, LastRaise: -4},
+		"authorised": {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Auth: "police-<1>", AuthRef: "PERMIT \"7\"", AuthUntil: 1764669600123, AuthN: 3},
+			{Zone: "Y", Alarm: "b", FP: "g", AuthN: 2}}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })

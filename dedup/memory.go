@@ -26,6 +26,8 @@ type memPart struct {
 	zonever int64
 	zsw     []ZoneSwitch
 	clock   int64
+	authver int64
+	asw     []ZoneSwitch
 }
 
 type memTrack struct {
@@ -59,7 +61,7 @@ func (m *Memory) Load(ctx context.Context, partition int) (Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mp := m.part(partition)
-	s := Snapshot{Applied: mp.applied, Drones: make(map[string][]byte, len(mp.drones)), Clock: mp.clock, ZoneVersion: mp.zonever}
+	s := Snapshot{Applied: mp.applied, Drones: make(map[string][]byte, len(mp.drones)), Clock: mp.clock, ZoneVersion: mp.zonever, AuthVersion: mp.authver}
 	for k, v := range mp.drones {
 		s.Drones[k] = append([]byte(nil), v...)
 	}
@@ -106,6 +108,10 @@ func (m *Memory) Commit(ctx context.Context, partition int, expected int64, b Ba
 	if b.ZoneVersion != 0 && b.ZoneVersion != mp.zonever {
 		mp.zsw = append(mp.zsw, ZoneSwitch{Version: b.ZoneVersion, After: expected})
 		mp.zonever = b.ZoneVersion
+	}
+	if b.AuthVersion != 0 && b.AuthVersion != mp.authver {
+		mp.asw = append(mp.asw, ZoneSwitch{Version: b.AuthVersion, After: expected})
+		mp.authver = b.AuthVersion
 	}
 	var r Result
 	for _, e := range b.Events {
@@ -160,6 +166,17 @@ func (m *Memory) ZoneSwitches(ctx context.Context, partition int) ([]ZoneSwitch,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]ZoneSwitch{}, m.part(partition).zsw...), nil
+}
+
+// AuthSwitches returns the partition's authorisation set switches, oldest
+// first.
+func (m *Memory) AuthSwitches(ctx context.Context, partition int) ([]ZoneSwitch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]ZoneSwitch{}, m.part(partition).asw...), nil
 }
 
 // ForgetDrones drops every drone state of the partition, keeping the

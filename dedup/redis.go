@@ -103,7 +103,7 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 	if r.wait.On() {
 		return r.loadReplicated(ctx, partition)
 	}
-	var applied, clock, zonever *redis.StringCmd
+	var applied, clock, zonever, authver *redis.StringCmd
 	var drones *redis.MapStringStringCmd
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		k := r.Keys(partition)
@@ -111,6 +111,7 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 		drones = p.HGetAll(ctx, k.Drones())
 		clock = p.Get(ctx, k.Clock())
 		zonever = p.Get(ctx, k.ZoneVersion())
+		authver = p.Get(ctx, k.AuthVersion())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -138,6 +139,9 @@ func (r *Redis) Load(ctx context.Context, partition int) (Snapshot, error) {
 	if s.Clock, s.ZoneVersion, err = clockAndZoneVersion(clock, zonever); err != nil {
 		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
 	}
+	if s.AuthVersion, err = authVersion(authver); err != nil {
+		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
+	}
 	return s, nil
 }
 
@@ -162,24 +166,44 @@ func clockAndZoneVersion(clock, zonever *redis.StringCmd) (int64, int64, error) 
 	return c, zv, nil
 }
 
+// authVersion reads a partition's stored authorisation version (0 when
+// none).
+func authVersion(c *redis.StringCmd) (int64, error) {
+	v, err := c.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	av, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad authorisation version %q: %w", v, err)
+	}
+	return av, nil
+}
+
 // commitScript is the whole batch in one atomic step; see
 // docs/redis-layout.md. It returns {1, appended, suppressed} or
 // {0, current_version} when fenced (having written nothing).
 //
 // KEYS = applied, drones, outbox, event mark, legacy flag, alarms, active
-// alarms, cleared alarms, alarm GC, zone version, zone switches, clock.
+// alarms, cleared alarms, alarm GC, zone version, zone switches, clock,
+// authorisation version, authorisation switches.
 // ARGV = expected version, new applied offset, ttl milliseconds, n drones,
 // the prefix of the event buckets (Keys.EventBucketPrefix), the prefix of
 // the earlier layout's event keys (Keys.EventPrefix), alarm retention
 // milliseconds, n tracks, track length, track TTL milliseconds, the prefix
 // of the track keys (Keys.TrackPrefix), the batch's zone version, the
-// batch's log clock (unix ms, "0": none), n forgotten drones, then (drone
+// batch's log clock (unix ms, "0": none), n forgotten drones, the batch's
+// authorisation set version ("0": none), then (drone
 // id, state) × n, then (drone id, track point) × t, then forgotten drone id
 // × f (state and track deleted, after the states are written), then
 // (event id, event JSON, index) × m, where index is the raise time in unix
 // milliseconds for a raised event, "c" for a cleared one, "l" for a
 // signal_lost (the alarm's :lost entry set), "g" for a signal_regained
-// (removed, as a clear does) and "" for an event the alarm index ignores. The bucket, legacy and track keys are built
+// (removed, as a clear does), "a" for an authorized or unauthorized (the
+// alarm's :auth entry set) and "" for an event the alarm index ignores. The bucket, legacy and track keys are built
 // here from the prefixes; they share the partition's hash tag, so they are
 // in the slot of the declared keys. The drone states go to HSET straight
 // from ARGV, in chunks (Lua's unpack is bounded by its C stack).
@@ -216,7 +240,7 @@ local function chunked(cmd, key, t)
   end
 end
 local nd, nt, nf = tonumber(ARGV[4]), tonumber(ARGV[8]), tonumber(ARGV[14])
-local first, last = 15, 14 + 2 * nd
+local first, last = 16, 15 + 2 * nd
 while first <= last do
   local upto = math.min(last, first + 999)
   redis.call('HSET', KEYS[2], unpack(ARGV, first, upto))
@@ -245,6 +269,11 @@ local zv = ARGV[12]
 if zv ~= '0' and redis.call('GET', KEYS[10]) ~= zv then
   redis.call('RPUSH', KEYS[11], zv .. ' ' .. ARGV[1])
   redis.call('SET', KEYS[10], zv)
+end
+local av = ARGV[15]
+if av ~= '0' and redis.call('GET', KEYS[13]) ~= av then
+  redis.call('RPUSH', KEYS[14], av .. ' ' .. ARGV[1])
+  redis.call('SET', KEYS[13], av)
 end
 local ttl, bpfx, lpfx, outbox = tonumber(ARGV[3]), ARGV[5], ARGV[6], KEYS[3]
 local t = redis.call('TIME')
@@ -316,6 +345,9 @@ for j = 1, m do
       lh[#lh + 1] = ev
     elseif ix == 'g' then
       lg[#lg + 1] = string.sub(id, 1, 32) .. ':lost'
+    elseif ix == 'a' then
+      lh[#lh + 1] = string.sub(id, 1, 32) .. ':auth'
+      lh[#lh + 1] = ev
     elseif ix ~= '' then
       rh[#rh + 1] = id
       rh[#rh + 1] = ev
@@ -370,6 +402,7 @@ if #due > 0 then
     f[#f + 1] = a .. ':cleared'
     f[#f + 1] = a .. ':acked'
     f[#f + 1] = a .. ':lost'
+    f[#f + 1] = a .. ':auth'
   end
   chunked('HDEL', KEYS[6], f)
   chunked('ZREM', KEYS[8], due)
@@ -389,12 +422,13 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 	}
 	k := r.Keys(partition)
 	keys := []string{k.Applied(), k.Drones(), k.Outbox(), k.EventMark(), k.Legacy(),
-		k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC(), k.ZoneVersion(), k.ZoneSwitches(), k.Clock()}
-	args := make([]any, 0, 14+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*len(b.Events))
+		k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC(), k.ZoneVersion(), k.ZoneSwitches(), k.Clock(), k.AuthVersion(), k.AuthSwitches()}
+	args := make([]any, 0, 15+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
 		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix(),
 		r.retentionArg, len(b.Tracks), r.trackLenArg, r.trackTTLArg, k.TrackPrefix(),
-		strconv.FormatInt(b.ZoneVersion, 10), strconv.FormatInt(b.Clock, 10), len(b.Forgotten))
+		strconv.FormatInt(b.ZoneVersion, 10), strconv.FormatInt(b.Clock, 10), len(b.Forgotten),
+		strconv.FormatInt(b.AuthVersion, 10))
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
@@ -439,7 +473,7 @@ var loadScript = redis.NewScript(`
 local a = redis.call('GET', KEYS[1])
 local d = redis.call('HGETALL', KEYS[2])
 redis.call('SET', KEYS[3], a or '-1')
-return {a, d, redis.call('GET', KEYS[4]), redis.call('GET', KEYS[5])}
+return {a, d, redis.call('GET', KEYS[4]), redis.call('GET', KEYS[5]), redis.call('GET', KEYS[6])}
 `)
 
 // loadReplicated is Load when writes wait for replicas: a state the
@@ -448,7 +482,7 @@ return {a, d, redis.call('GET', KEYS[4]), redis.call('GET', KEYS[5])}
 // the load fails until the replicas have it.
 func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, error) {
 	k := r.Keys(partition)
-	cmd, werr := r.wait.Run(ctx, r.c, loadScript, []string{k.Applied(), k.Drones(), k.ReplCheck(), k.Clock(), k.ZoneVersion()})
+	cmd, werr := r.wait.Run(ctx, r.c, loadScript, []string{k.Applied(), k.Drones(), k.ReplCheck(), k.Clock(), k.ZoneVersion(), k.AuthVersion()})
 	res, err := cmd.Slice()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("dedup: load partition %d: %w", partition, err)
@@ -485,6 +519,13 @@ func (r *Redis) loadReplicated(ctx context.Context, partition int) (Snapshot, er
 			}
 		}
 	}
+	if len(res) >= 5 {
+		if v, ok := res[4].(string); ok {
+			if s.AuthVersion, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Snapshot{}, fmt.Errorf("dedup: partition %d: bad authorisation version %q: %w", partition, v, err)
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -497,6 +538,8 @@ func indexArg(e Event) string {
 		return "l"
 	case len(e.ID) > 32 && strings.HasPrefix(e.ID[32:], InfixRegained):
 		return "g"
+	case len(e.ID) > 32 && (strings.HasPrefix(e.ID[32:], InfixAuthorized) || strings.HasPrefix(e.ID[32:], InfixUnauthorized)):
+		return "a"
 	case strings.HasSuffix(e.ID, SuffixCleared):
 		return "c"
 	case strings.HasSuffix(e.ID, SuffixRaised):
@@ -540,9 +583,19 @@ func (r *Redis) Track(ctx context.Context, partition int, drone string) ([][]byt
 
 // ZoneSwitches returns the partition's zone switches, oldest first.
 func (r *Redis) ZoneSwitches(ctx context.Context, partition int) ([]ZoneSwitch, error) {
-	ls, err := r.c.LRange(ctx, r.Keys(partition).ZoneSwitches(), 0, -1).Result()
+	return r.switches(ctx, partition, r.Keys(partition).ZoneSwitches(), "zone")
+}
+
+// AuthSwitches returns the partition's authorisation set switches, oldest
+// first (the same form as zone switches).
+func (r *Redis) AuthSwitches(ctx context.Context, partition int) ([]ZoneSwitch, error) {
+	return r.switches(ctx, partition, r.Keys(partition).AuthSwitches(), "authorisation")
+}
+
+func (r *Redis) switches(ctx context.Context, partition int, key, what string) ([]ZoneSwitch, error) {
+	ls, err := r.c.LRange(ctx, key, 0, -1).Result()
 	if err != nil {
-		return nil, fmt.Errorf("dedup: zone switches of partition %d: %w", partition, err)
+		return nil, fmt.Errorf("dedup: %s switches of partition %d: %w", what, partition, err)
 	}
 	out := make([]ZoneSwitch, 0, len(ls))
 	for _, l := range ls {

@@ -59,6 +59,13 @@ const (
 	SuffixLost    = ":lost"
 	InfixLost     = ":signal_lost:"
 	InfixRegained = ":signal_regained:"
+	// SuffixAuth is the alarm index's entry of an alarm's latest
+	// authorized or unauthorized event (alarm id + SuffixAuth): the
+	// alarm's authorisation now. Those events' ids are alarm id +
+	// InfixAuthorized or InfixUnauthorized + a count.
+	SuffixAuth        = ":auth"
+	InfixAuthorized   = ":authorized:"
+	InfixUnauthorized = ":unauthorized:"
 )
 
 // ZoneSwitch is one of a partition's zone switches: the records after
@@ -98,6 +105,9 @@ type Snapshot struct {
 	// ZoneVersion is the zone version the partition's last batch was
 	// evaluated with; -1 when none was recorded (alerts.NoZoneVersion).
 	ZoneVersion int64
+	// AuthVersion is the authorisation set version the partition's last
+	// batch was decided with (0: none recorded).
+	AuthVersion int64
 }
 
 // Event is one alarm event to append to the outbox.
@@ -124,6 +134,10 @@ type Batch struct {
 	// one, the commit records that records after the expected version
 	// were evaluated with it (the partition's zone switches).
 	ZoneVersion int64
+	// AuthVersion is the version of the authorisation set the batch was
+	// decided with (0: none): recorded like ZoneVersion (the partition's
+	// authorisation switches).
+	AuthVersion int64
 	// Clock is the partition's log clock after the batch, in unix
 	// milliseconds (0: none): stored with the version, so an engine
 	// rebuilt from the snapshot resumes it.
