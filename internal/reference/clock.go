@@ -32,7 +32,12 @@ type Input struct {
 	// against Sets[i+1].
 	Sets     [][]Zone
 	SwitchAt []int
-	Recs     []Rec
+	// AuthSets are the authorisation sets, switched like Sets: records at
+	// index >= AuthSwitchAt[i] are decided with AuthSets[i+1]. None: no
+	// authorisation ever.
+	AuthSets     [][]Auth
+	AuthSwitchAt []int
+	Recs         []Rec
 	// Partitions is the topic's partition count: each partition has its
 	// own clock, and a drone's records are in partition murmur2(id) mod n.
 	Partitions int
@@ -82,9 +87,23 @@ func PartitionOf(drone string, n int) int {
 // refAlarm is an active alarm as the reference keeps it.
 type refAlarm struct {
 	id, def, zone string
+	category      string
 	lostAt        time.Time // when last heard, while lost
 	lost          bool
 	losses        int
+	// The authorisation remembered as covering it ("" none) and the count
+	// of its changes (authorized / unauthorized events).
+	auth, aref string
+	aend       time.Time
+	na         int
+}
+
+// cover remembers c (nil: none) as the authorisation covering the alarm.
+func (a *refAlarm) cover(c *Auth) {
+	a.auth, a.aref, a.aend = "", "", time.Time{}
+	if c != nil {
+		a.auth, a.aref, a.aend = c.ID, c.Reference, c.End()
+	}
 }
 
 // refDrone is what the reference remembers of a drone.
@@ -101,12 +120,14 @@ type partitionRun struct {
 	clock  time.Time
 	drones map[string]*refDrone
 	set    int // the zone set its last record was judged with (-1 none)
+	aset   int // the authorisation set likewise
 }
 
 // Run runs docs/design.md's rules — a drone's order, raise and clear, and
 // the log's clock: signal lost and regained, zone windows and zone set
-// changes judged at the first record after, drones forgotten — over the
-// records, each partition on its own clock, and returns the events.
+// changes judged at the first record after, drones forgotten — and the
+// authorisation rules ("Authorised flights") over the records, each
+// partition on its own clock, and returns the events.
 func Run(in Input) []Event {
 	t := in.Timing
 	if t.SignalLostAfter == 0 {
@@ -121,13 +142,20 @@ func Run(in Input) []Event {
 	n := max(in.Partitions, 1)
 	parts := make([]*partitionRun, n)
 	for i := range parts {
-		parts[i] = &partitionRun{drones: map[string]*refDrone{}, set: -1}
+		parts[i] = &partitionRun{drones: map[string]*refDrone{}, set: -1, aset: -1}
 	}
 	var out []Event
-	set := 0
+	set, aset := 0, 0
 	for i := range in.Recs {
 		for set < len(in.SwitchAt) && i >= in.SwitchAt[set] {
 			set++
+		}
+		for aset < len(in.AuthSwitchAt) && i >= in.AuthSwitchAt[aset] {
+			aset++
+		}
+		var auths []Auth
+		if len(in.AuthSets) > 0 {
+			auths = in.AuthSets[aset]
 		}
 		r := &in.Recs[i]
 		var targets []int
@@ -142,18 +170,25 @@ func Run(in Input) []Event {
 			targets = []int{r.Partition}
 		}
 		for _, p := range targets {
-			out = parts[p].record(in.Sets[set], set, r, t, out)
+			out = parts[p].record(in.Sets[set], set, auths, aset, r, t, out)
 		}
 	}
 	return out
 }
 
 // record applies one record to the partition: the clock first, then the
-// zone set's change, the second's checks, and the position last.
-func (pr *partitionRun) record(zones []Zone, set int, r *Rec, t Timing, out []Event) []Event {
+// zone set's change, the authorisation set's, the second's checks, and the
+// position last.
+func (pr *partitionRun) record(zones []Zone, set int, auths []Auth, aset int, r *Rec, t Timing, out []Event) []Event {
 	prev := pr.clock
 	if at := r.At.Truncate(time.Millisecond); at.After(pr.clock) { // the log's timestamps are milliseconds
 		pr.clock = at
+	}
+	// T, the time authorisations are decided at: the log's clock, or
+	// without one the position's ts (zero for a tick: nothing is decided).
+	T := pr.clock
+	if T.IsZero() {
+		T = r.Pos.TS
 	}
 	self := ""
 	if !r.Tick {
@@ -163,7 +198,7 @@ func (pr *partitionRun) record(zones []Zone, set int, r *Rec, t Timing, out []Ev
 		if pr.set >= 0 {
 			for _, id := range pr.sortedIDs() {
 				d := pr.drones[id]
-				out = pr.judge(d, id, zones, "zone_changed", out)
+				out = pr.judge(d, id, zones, auths, T, "zone_changed", out)
 				if !d.seen.IsZero() && !pr.clock.IsZero() && pr.clock.Sub(d.seen) >= t.SignalLostAfter {
 					out = pr.lose(d, id, out)
 				}
@@ -171,16 +206,26 @@ func (pr *partitionRun) record(zones []Zone, set int, r *Rec, t Timing, out []Ev
 		}
 		pr.set = set
 	}
+	if aset != pr.aset {
+		if pr.aset >= 0 {
+			for _, id := range pr.sortedIDs() {
+				out = pr.look(pr.drones[id], id, auths, T, out)
+			}
+		}
+		pr.aset = aset
+	}
 	if !prev.IsZero() && pr.clock.UnixMilli()/1000 > prev.UnixMilli()/1000 {
 		for _, id := range pr.sortedIDs() {
 			d := pr.drones[id]
 			if d.seen.IsZero() {
 				d.seen = pr.clock // heard before the clock was known: now, as far as it can tell
+				out = pr.look(d, id, auths, T, out)
 				continue
 			}
 			if id != self {
-				out = pr.judge(d, id, zones, "zone_activated", out)
+				out = pr.judge(d, id, zones, auths, T, "zone_activated", out)
 			}
+			out = pr.look(d, id, auths, T, out)
 			silent := pr.clock.Sub(d.seen)
 			if len(d.alarms) > 0 && silent >= t.SignalLostAfter {
 				out = pr.lose(d, id, out)
@@ -194,7 +239,7 @@ func (pr *partitionRun) record(zones []Zone, set int, r *Rec, t Timing, out []Ev
 	if r.Tick {
 		return out
 	}
-	return pr.position(zones, &r.Pos, out)
+	return pr.position(zones, auths, T, &r.Pos, out)
 }
 
 func (pr *partitionRun) sortedIDs() []string {
@@ -208,7 +253,7 @@ func (pr *partitionRun) sortedIDs() []string {
 
 // position is the rule of a position: its order, a regained signal, then
 // raise and clear.
-func (pr *partitionRun) position(zones []Zone, p *telemetry.Position, out []Event) []Event {
+func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *telemetry.Position, out []Event) []Event {
 	d := pr.drones[p.DroneID]
 	if d == nil {
 		d = &refDrone{alarms: map[string]*refAlarm{}}
@@ -226,7 +271,7 @@ func (pr *partitionRun) position(zones []Zone, p *telemetry.Position, out []Even
 	for _, z := range sortedZones(d.alarms) {
 		a := d.alarms[z]
 		if a.lost {
-			out = append(out, Event{a.id, "signal_regained", p.DroneID, z, p.Seq, a.losses})
+			out = append(out, Event{AlarmID: a.id, Type: "signal_regained", DroneID: p.DroneID, ZoneID: z, Seq: p.Seq, N: a.losses})
 			a.lost = false
 		}
 	}
@@ -237,7 +282,7 @@ func (pr *partitionRun) position(zones []Zone, p *telemetry.Position, out []Even
 	// The zone set's change clears alarms of removed or changed zones.
 	for _, z := range sortedZones(d.alarms) {
 		if zoneByID(zones, z) == nil || zoneByID(zones, z).def != d.alarms[z].def {
-			out = append(out, Event{d.alarms[z].id, "cleared", p.DroneID, z, p.Seq, 0})
+			out = append(out, Event{AlarmID: d.alarms[z].id, Type: "cleared", DroneID: p.DroneID, ZoneID: z, Seq: p.Seq})
 			delete(d.alarms, z)
 		}
 	}
@@ -245,13 +290,15 @@ func (pr *partitionRun) position(zones []Zone, p *telemetry.Position, out []Even
 		z := &zones[zi]
 		if a, in := d.alarms[z.id]; in {
 			if !z.contains(p, z.buffer) {
-				out = append(out, Event{a.id, "cleared", p.DroneID, z.id, p.Seq, 0})
+				out = append(out, Event{AlarmID: a.id, Type: "cleared", DroneID: p.DroneID, ZoneID: z.id, Seq: p.Seq})
 				delete(d.alarms, z.id)
 			}
 		} else if z.contains(p, 0) {
 			id := AlarmID(p.DroneID, z.id, p.Seq, d.last.resets)
-			out = append(out, Event{id, "raised", p.DroneID, z.id, p.Seq, 0})
-			d.alarms[z.id] = &refAlarm{id: id, def: z.def, zone: z.id}
+			a := &refAlarm{id: id, def: z.def, zone: z.id, category: z.category}
+			a.cover(Covering(auths, p.DroneID, z.id, z.category, T))
+			out = append(out, Event{AlarmID: id, Type: "raised", DroneID: p.DroneID, ZoneID: z.id, Seq: p.Seq, Auth: a.auth})
+			d.alarms[z.id] = a
 			if !pr.clock.IsZero() {
 				d.lastRaise = pr.clock
 			}
@@ -263,8 +310,9 @@ func (pr *partitionRun) position(zones []Zone, p *telemetry.Position, out []Even
 // judge decides the drone's last position again at its own time now (its
 // ts plus the log time since it was heard): alarms of removed, changed or
 // inactive zones clear; zones that hold it without an alarm raise, under
-// the id of the decision's time.
-func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, _ string, out []Event) []Event {
+// the id of the decision's time, covered by the authorisation covering it
+// at T.
+func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, auths []Auth, T time.Time, _ string, out []Event) []Event {
 	now := d.pos.TS
 	if !pr.clock.IsZero() && !d.seen.IsZero() {
 		now = d.pos.TS.Add(pr.clock.Sub(d.seen))
@@ -275,7 +323,7 @@ func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, _ string, ou
 		a := d.alarms[zid]
 		z := zoneByID(zones, zid)
 		if z == nil || z.def != a.def || !z.activeAt(now) {
-			out = append(out, Event{a.id, "cleared", id, zid, d.last.seq, 0})
+			out = append(out, Event{AlarmID: a.id, Type: "cleared", DroneID: id, ZoneID: zid, Seq: d.last.seq})
 			delete(d.alarms, zid)
 		}
 	}
@@ -289,13 +337,51 @@ func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, _ string, ou
 			continue
 		}
 		aid := tickAlarmID(id, z.id, pr.clock)
-		d.alarms[z.id] = &refAlarm{id: aid, def: z.def, zone: z.id}
+		a := &refAlarm{id: aid, def: z.def, zone: z.id, category: z.category}
+		a.cover(Covering(auths, id, z.id, z.category, T))
+		d.alarms[z.id] = a
 		raised = append(raised, z.id)
 		d.lastRaise = pr.clock
 	}
 	sort.Strings(raised)
 	for _, zid := range raised {
-		out = append(out, Event{d.alarms[zid].id, "raised", id, zid, d.last.seq, 0})
+		a := d.alarms[zid]
+		out = append(out, Event{AlarmID: a.id, Type: "raised", DroneID: id, ZoneID: zid, Seq: d.last.seq, Auth: a.auth})
+	}
+	return out
+}
+
+// look checks each active alarm, in zone id order, against the
+// authorisations at T: when the covering one's id differs from the one
+// remembered, the alarm is authorized (by the new one) or unauthorized
+// (the ended one: revoked when the set holds it revoked by T or no longer
+// holds it, else expired). Neither clears or raises.
+func (pr *partitionRun) look(d *refDrone, id string, auths []Auth, T time.Time, out []Event) []Event {
+	if T.IsZero() {
+		return out // a tick before the log has a clock: no time to decide at
+	}
+	for _, zid := range sortedZones(d.alarms) {
+		a := d.alarms[zid]
+		c := Covering(auths, id, zid, a.category, T)
+		now := ""
+		if c != nil {
+			now = c.ID
+		}
+		if now == a.auth {
+			continue
+		}
+		a.na++
+		e := Event{AlarmID: a.id, DroneID: id, ZoneID: zid, Seq: d.last.seq, N: a.na}
+		if c != nil {
+			e.Type, e.Auth = "authorized", c.ID
+		} else {
+			e.Type, e.Auth, e.Reason = "unauthorized", a.auth, "expired"
+			if h := authByID(auths, a.auth); h == nil || !h.RevokedAt.IsZero() && !h.RevokedAt.After(T) {
+				e.Reason = "revoked"
+			}
+		}
+		out = append(out, e)
+		a.cover(c)
 	}
 	return out
 }
@@ -309,7 +395,7 @@ func (pr *partitionRun) lose(d *refDrone, id string, out []Event) []Event {
 		}
 		a.lost = true
 		a.losses++
-		out = append(out, Event{a.id, "signal_lost", id, zid, d.last.seq, a.losses})
+		out = append(out, Event{AlarmID: a.id, Type: "signal_lost", DroneID: id, ZoneID: zid, Seq: d.last.seq, N: a.losses})
 	}
 	return out
 }
@@ -346,7 +432,8 @@ func tickAlarmID(drone, zone string, clock time.Time) string {
 	return hashHex(drone + "\x00" + zone + "\x00@" + strconv.FormatInt(ms, 10))
 }
 
-// signalN reads the n of an event id alarm:signal_lost:n (0 for others).
+// signalN reads the n of an event id alarm_id:type:n (signal_lost,
+// signal_regained, authorized, unauthorized).
 func signalN(eventID string) (int, bool) {
 	i := strings.LastIndexByte(eventID, ':')
 	if i < 0 {

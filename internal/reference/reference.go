@@ -27,6 +27,7 @@ import (
 type Zone struct {
 	id                string
 	def               string           // the feature's text: a changed zone has another
+	category          string           // restricted when absent (geofence/doc.go): authorisations name categories
 	polys             [][][][2]float64 // polygons, each rings of (lon, lat)
 	circle            *[3]float64      // lon, lat, radius m
 	floor, ceiling    *refLimit
@@ -80,6 +81,7 @@ func LoadZones(path string) ([]Zone, error) {
 			}
 			return def
 		}
+		z.category = str("category", "restricted")
 		if v, ok := num("floor_m"); ok {
 			z.floor = &refLimit{v, str("floor_ref", "AMSL")}
 		}
@@ -189,18 +191,29 @@ func (z *Zone) contains(p *telemetry.Position, grow float64) bool {
 	return false
 }
 
-// Event is what the proofs compare. N is the count of a signal_lost or
-// signal_regained event (its event id's last part), 0 for the others.
+// Event is what the proofs compare. N is the count of a signal_lost,
+// signal_regained, authorized or unauthorized event (its event id's last
+// part), 0 for the others. Auth is the authorisation id a raised,
+// authorized or unauthorized event carries and Reason an unauthorized
+// event's (revoked, expired); both "" otherwise, so events without
+// authorisation compare as they did before.
 type Event struct {
 	AlarmID, Type, DroneID, ZoneID string
 	Seq                            int64
 	N                              int
+	Auth, Reason                   string
 }
 
 func (e Event) String() string {
 	s := fmt.Sprintf("%s %s %s/%s@%d", e.AlarmID[:min(8, len(e.AlarmID))], e.Type, e.DroneID, e.ZoneID, e.Seq)
 	if e.N > 0 {
 		s += fmt.Sprintf("#%d", e.N)
+	}
+	if e.Auth != "" {
+		s += " auth=" + e.Auth
+	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
 	}
 	return s
 }
@@ -259,8 +272,9 @@ func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []
 	return Run(Input{Sets: sets, SwitchAt: switchAt, Recs: rs, Partitions: 1})
 }
 
-// Diff is got compared with want as sets of (alarm_id, type, drone_id,
-// zone_id, seq); the lists hold at most 10 each, sorted.
+// Diff is got compared with want as sets of Events (alarm_id, type,
+// drone_id, zone_id, seq, n, authorisation, reason); the lists hold at
+// most 10 each, sorted.
 type Diff struct {
 	Got, Want                     int
 	Missing, Extra, Duplicated    []Event
@@ -321,9 +335,13 @@ func Compare(want, got []Event) (Diff, error) {
 }
 
 // ParseEvents reads NDJSON alarm events (the outbox's, alerts.events',
-// replay's); an event whose event_id is not alarm_id:type is an error.
+// replay's); an event whose event_id is not alarm_id:type (alarm_id:type:n
+// for signal_lost, signal_regained, authorized, unauthorized) is an error.
 // Acked events (an operator's, through the HTTP API) are skipped: the
-// reference decides raises and clears from the telemetry alone.
+// reference decides raises and clears from the telemetry alone. Auth is
+// read only where the reference sets it (raised, authorized,
+// unauthorized), Reason only for unauthorized: cleared events' reasons are
+// not compared.
 func ParseEvents(lines [][]byte) ([]Event, error) {
 	out := make([]Event, 0, len(lines))
 	for _, l := range lines {
@@ -334,26 +352,38 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 			DroneID string `json:"drone_id"`
 			ZoneID  string `json:"zone_id"`
 			Seq     int64  `json:"seq"`
+			Reason  string `json:"reason"`
+			Auth    *struct {
+				ID string `json:"id"`
+			} `json:"authorization"`
 		}
 		if err := json.Unmarshal(l, &e); err != nil {
 			return nil, fmt.Errorf("reference: event %s: %w", strings.TrimSpace(string(l)), err)
 		}
-		n := 0
+		ev := Event{AlarmID: e.AlarmID, Type: e.Type, DroneID: e.DroneID, ZoneID: e.ZoneID, Seq: e.Seq}
+		switch e.Type {
+		case "raised", "authorized", "unauthorized":
+			if e.Auth != nil {
+				ev.Auth = e.Auth.ID
+			}
+		}
+		if e.Type == "unauthorized" {
+			ev.Reason = e.Reason
+		}
 		switch e.Type {
 		case "acked":
 			continue
-		case "signal_lost", "signal_regained":
+		case "signal_lost", "signal_regained", "authorized", "unauthorized":
 			var ok bool
-			if n, ok = signalN(e.EventID); !ok || e.EventID != e.AlarmID+":"+e.Type+":"+strconv.Itoa(n) {
+			if ev.N, ok = signalN(e.EventID); !ok || e.EventID != e.AlarmID+":"+e.Type+":"+strconv.Itoa(ev.N) {
 				return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type:n", e.EventID)
 			}
-			out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq, n})
-			continue
+		default:
+			if e.EventID != e.AlarmID+":"+e.Type {
+				return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type", e.EventID)
+			}
 		}
-		if e.EventID != e.AlarmID+":"+e.Type {
-			return nil, fmt.Errorf("reference: event_id %q is not alarm_id:type", e.EventID)
-		}
-		out = append(out, Event{e.AlarmID, e.Type, e.DroneID, e.ZoneID, e.Seq, n})
+		out = append(out, ev)
 	}
 	return out, nil
 }

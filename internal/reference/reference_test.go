@@ -40,10 +40,10 @@ func TestEvents(t *testing.T) {
 	}
 	got := Events(zs, recs)
 	want := []Event{
-		{AlarmID("d", "SQ", 2, 0), "raised", "d", "SQ", 2, 0},
-		{AlarmID("d", "SQ", 2, 0), "cleared", "d", "SQ", 3, 0},
-		{AlarmID("d", "CI", 5, 0), "raised", "d", "CI", 5, 0},
-		{AlarmID("d", "CI", 5, 0), "cleared", "d", "CI", 7, 0},
+		{AlarmID: AlarmID("d", "SQ", 2, 0), Type: "raised", DroneID: "d", ZoneID: "SQ", Seq: 2},
+		{AlarmID: AlarmID("d", "SQ", 2, 0), Type: "cleared", DroneID: "d", ZoneID: "SQ", Seq: 3},
+		{AlarmID: AlarmID("d", "CI", 5, 0), Type: "raised", DroneID: "d", ZoneID: "CI", Seq: 5},
+		{AlarmID: AlarmID("d", "CI", 5, 0), Type: "cleared", DroneID: "d", ZoneID: "CI", Seq: 7},
 	}
 	d, err := Compare(want, got)
 	if err != nil || !d.OK() || len(got) != len(want) {
@@ -81,10 +81,10 @@ func TestEventsOrder(t *testing.T) {
 	}
 	got := Events(zs, recs)
 	want := []Event{
-		{AlarmID("d", "SQ", 11, 1), "raised", "d", "SQ", 11, 0},
-		{AlarmID("d", "SQ", 11, 1), "cleared", "d", "SQ", 12, 0},
-		{AlarmID("d", "SQ", 11, 2), "raised", "d", "SQ", 11, 0},
-		{AlarmID("d", "SQ", 11, 2), "cleared", "d", "SQ", 12, 0},
+		{AlarmID: AlarmID("d", "SQ", 11, 1), Type: "raised", DroneID: "d", ZoneID: "SQ", Seq: 11},
+		{AlarmID: AlarmID("d", "SQ", 11, 1), Type: "cleared", DroneID: "d", ZoneID: "SQ", Seq: 12},
+		{AlarmID: AlarmID("d", "SQ", 11, 2), Type: "raised", DroneID: "d", ZoneID: "SQ", Seq: 11},
+		{AlarmID: AlarmID("d", "SQ", 11, 2), Type: "cleared", DroneID: "d", ZoneID: "SQ", Seq: 12},
 	}
 	d, err := Compare(want, got)
 	if err != nil || !d.OK() || len(got) != len(want) {
@@ -96,9 +96,9 @@ func TestEventsOrder(t *testing.T) {
 }
 
 func TestCompare(t *testing.T) {
-	a := Event{"a1", "raised", "d", "z", 1, 0}
-	b := Event{"b1", "raised", "d", "z", 2, 0}
-	c := Event{"c1", "raised", "d", "z", 3, 0}
+	a := Event{AlarmID: "a1", Type: "raised", DroneID: "d", ZoneID: "z", Seq: 1}
+	b := Event{AlarmID: "b1", Type: "raised", DroneID: "d", ZoneID: "z", Seq: 2}
+	c := Event{AlarmID: "c1", Type: "raised", DroneID: "d", ZoneID: "z", Seq: 3}
 	d, err := Compare([]Event{a, b}, []Event{a, a, c})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestCompare(t *testing.T) {
 func TestParseEvents(t *testing.T) {
 	ok := `{"event_id":"x:raised","alarm_id":"x","type":"raised","drone_id":"d","zone_id":"z","seq":4}`
 	es, err := ParseEvents([][]byte{[]byte(ok)})
-	if err != nil || len(es) != 1 || es[0] != (Event{"x", "raised", "d", "z", 4, 0}) {
+	if err != nil || len(es) != 1 || es[0] != (Event{AlarmID: "x", Type: "raised", DroneID: "d", ZoneID: "z", Seq: 4}) {
 		t.Fatalf("%v %v", es, err)
 	}
 	acked := `{"event_id":"x:acked","alarm_id":"x","type":"acked","drone_id":"d","zone_id":"z","seq":4,"by":"ops"}`
