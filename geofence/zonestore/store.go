@@ -4,50 +4,33 @@
 // (each version's set, when and by whom it was made). A change is
 // all-or-nothing: a Lua script compares the version the change was made
 // against and writes the new one only if it is still current
-// (docs/redis-layout.md, "Zone store").
+// (docs/redis-layout.md, "Zone store"); internal/versionstore is that
+// script and its reads, shared with the authorisation store.
 package zonestore
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
+	"github.com/nofly-dev/nofly/internal/versionstore"
 )
 
-// Keys names the zone store's keys under a Redis prefix. They share the
-// hash tag {prefix:zones}, so the change script touches one Cluster slot,
-// and no partition's tag ({prefix:topic:partition}) can equal it: a topic
-// name cannot hold ":" and "zones}" at once.
-type Keys struct{ tag string }
+// Keys names the zone store's keys under a Redis prefix
+// (internal/versionstore's, under the tag {prefix:zones}), so the change
+// script touches one Cluster slot; no partition's tag
+// ({prefix:topic:partition}) can equal it: a topic name cannot hold ":"
+// and "zones}" at once.
+type Keys = versionstore.Keys
 
 // KeysOf returns the zone store's keys under prefix.
-func KeysOf(prefix string) Keys { return Keys{tag: "{" + prefix + ":zones}"} }
-
-// Tag is the store's hash tag, {prefix:zones}.
-func (k Keys) Tag() string { return k.tag }
-
-// Version is the string holding the current version (decimal; absent = 0,
-// no zone set stored).
-func (k Keys) Version() string { return k.tag + ":version" }
-
-// Current is the string holding the current version's Entry JSON.
-func (k Keys) Current() string { return k.tag + ":current" }
-
-// History is the hash of version (decimal) → Entry JSON of the versions
-// kept.
-func (k Keys) History() string { return k.tag + ":history" }
-
-// Times is the sorted set of the versions kept, scored by the unix time in
-// milliseconds they were made at: the history's trimming order.
-func (k Keys) Times() string { return k.tag + ":times" }
+func KeysOf(prefix string) Keys { return versionstore.KeysOf("{" + prefix + ":zones}") }
 
 // Entry is one version of the zone set.
 type Entry struct {
@@ -65,11 +48,7 @@ var ErrEmpty = errors.New("zonestore: no zone set stored")
 
 // ConflictError is a change refused because the current version is not
 // the one it was made against.
-type ConflictError struct{ Expected, Current int64 }
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("zonestore: version %d is current, not %d", e.Current, e.Expected)
-}
+type ConflictError = versionstore.ConflictError
 
 // Options configure a Store.
 type Options struct {
@@ -90,86 +69,50 @@ type Options struct {
 
 // Store is the zone store. It is safe for concurrent use.
 type Store struct {
-	rdb  redis.UniversalClient
-	keys Keys
-	o    Options
+	vs  *versionstore.Store
+	now func() time.Time
 }
 
 // New returns the store under o.Prefix.
 func New(rdb redis.UniversalClient, o Options) *Store {
-	if o.Retention <= 0 {
-		o.Retention = 168 * time.Hour
-	}
-	if o.MinKeep <= 0 {
-		o.MinKeep = 32
-	}
-	if o.MaxKeep < o.MinKeep {
-		o.MaxKeep = max(1024, o.MinKeep)
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{rdb: rdb, keys: KeysOf(o.Prefix), o: o}
+	return &Store{now: o.Now, vs: versionstore.New(rdb, KeysOf(o.Prefix), versionstore.Options{Name: "zonestore",
+		Retention: o.Retention, MinKeep: o.MinKeep, MaxKeep: o.MaxKeep, Replicas: o.Replicas})}
 }
 
 // Keys returns the store's keys.
-func (s *Store) Keys() Keys { return s.keys }
+func (s *Store) Keys() Keys { return s.vs.Keys() }
 
 // Version returns the current version, 0 when no set is stored.
-func (s *Store) Version(ctx context.Context) (int64, error) {
-	v, err := s.rdb.Get(ctx, s.keys.Version()).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("zonestore: read version: %w", err)
-	}
-	return v, nil
-}
+func (s *Store) Version(ctx context.Context) (int64, error) { return s.vs.Version(ctx) }
 
 // Current returns the current version's entry, ErrEmpty when none.
 func (s *Store) Current(ctx context.Context) (Entry, error) {
-	b, err := s.rdb.Get(ctx, s.keys.Current()).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Entry{}, ErrEmpty
-	}
+	b, ok, err := s.vs.Current(ctx)
 	if err != nil {
-		return Entry{}, fmt.Errorf("zonestore: read current: %w", err)
+		return Entry{}, err
+	}
+	if !ok {
+		return Entry{}, ErrEmpty
 	}
 	return decodeEntry(b)
 }
 
 // History returns the versions kept, oldest first.
 func (s *Store) History(ctx context.Context) ([]Entry, error) {
-	vs, err := s.rdb.ZRange(ctx, s.keys.Times(), 0, -1).Result()
+	vs, err := s.vs.History(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("zonestore: read history: %w", err)
+		return nil, err
 	}
-	if len(vs) == 0 {
-		return nil, nil
-	}
-	bs, err := s.rdb.HMGet(ctx, s.keys.History(), vs...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("zonestore: read history: %w", err)
-	}
-	out := make([]Entry, 0, len(bs))
-	for i, b := range bs {
-		str, ok := b.(string)
-		if !ok {
-			continue // trimmed between the two reads
-		}
-		e, err := decodeEntry([]byte(str))
+	out := make([]Entry, 0, len(vs))
+	for _, v := range vs {
+		e, err := decodeEntry([]byte(v.Entry))
 		if err != nil {
-			return nil, fmt.Errorf("zonestore: version %s: %w", vs[i], err)
+			return nil, fmt.Errorf("zonestore: version %d: %w", v.Version, err)
 		}
 		out = append(out, e)
-	}
-	// The sorted set orders by time; versions order the same unless a
-	// clock went back, and replay needs them by version.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Version < out[j-1].Version; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
 	}
 	return out, nil
 }
@@ -182,33 +125,18 @@ func decodeEntry(b []byte) (Entry, error) {
 	return e, nil
 }
 
-//go:embed put.lua
-var putSource string
-
-var putScript = redis.NewScript(putSource)
-
 // Put makes zones (a normalized document, see Normalize) version
 // expected+1, if expected is still the current version (0: no set stored
 // yet); otherwise it returns a *ConflictError and changes nothing.
 func (s *Store) Put(ctx context.Context, expected int64, format string, zones json.RawMessage, by string) (Entry, error) {
-	now := s.o.Now().UTC()
+	now := s.now().UTC()
 	e := Entry{Version: expected + 1, At: now, By: by, Format: format, Zones: zones}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return Entry{}, fmt.Errorf("zonestore: encode entry: %w", err)
 	}
-	k := s.keys
-	cmd, werr := s.o.Replicas.Run(ctx, s.rdb, putScript, []string{k.Version(), k.Current(), k.History(), k.Times()},
-		expected, b, now.UnixMilli(), now.Add(-s.o.Retention).UnixMilli(), s.o.MinKeep, s.o.MaxKeep)
-	res, err := cmd.Int64Slice()
-	if err != nil {
-		return Entry{}, fmt.Errorf("zonestore: put version %d: %w", e.Version, err)
-	}
-	if res[0] == 0 {
-		return Entry{}, &ConflictError{Expected: expected, Current: res[1]}
-	}
-	if werr != nil {
-		return Entry{}, fmt.Errorf("zonestore: version %d is stored on the primary but may be lost in a failover: %w", e.Version, werr)
+	if err := s.vs.Put(ctx, expected, b, now); err != nil {
+		return Entry{}, err
 	}
 	return e, nil
 }
@@ -216,38 +144,18 @@ func (s *Store) Put(ctx context.Context, expected int64, format string, zones js
 // Switch is a partition's switch to a zone set version: its records at
 // offsets above AfterOffset were evaluated with Version, until the next
 // switch.
-type Switch struct {
-	Version     int64 `json:"version"`
-	AfterOffset int64 `json:"after_offset"`
-}
+type Switch = versionstore.Switch
 
 // ReadSwitches reads every partition's zone switches (the batch script's
 // <tag>:zoneswitch lists of "<version> <after_offset>", oldest first), by
 // partition number in decimal, in one pipeline.
 func ReadSwitches(ctx context.Context, rdb redis.UniversalClient, prefix, topic string, partitions int) (map[string][]Switch, error) {
-	cmds := make([]*redis.StringSliceCmd, partitions)
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range cmds {
-			cmds[i] = p.LRange(ctx, redislayout.Of(prefix, topic, i).ZoneSwitches(), 0, -1)
-		}
-		return nil
-	})
+	sw, err := versionstore.ReadSwitches(ctx, rdb, partitions,
+		func(p int) string { return redislayout.Of(prefix, topic, p).ZoneSwitches() }, "zone switches")
 	if err != nil {
-		return nil, fmt.Errorf("zonestore: read zone switches: %w", err)
+		return nil, fmt.Errorf("zonestore: %w", err)
 	}
-	out := make(map[string][]Switch, partitions)
-	for i, c := range cmds {
-		l := make([]Switch, 0, len(c.Val()))
-		for _, s := range c.Val() {
-			var sw Switch
-			if _, err := fmt.Sscanf(s, "%d %d", &sw.Version, &sw.AfterOffset); err != nil {
-				return nil, fmt.Errorf("zonestore: partition %d: zone switch %q: %w", i, s, err)
-			}
-			l = append(l, sw)
-		}
-		out[strconv.Itoa(i)] = l
-	}
-	return out, nil
+	return sw, nil
 }
 
 // History is GET /v1/zones/history and the file `alerter replay

@@ -1,5 +1,6 @@
--- The zone store's change (docs/redis-layout.md, "Zone store"): all or
--- nothing, against the version the change was made on.
+-- A versioned store's change (docs/redis-layout.md, "Zone store" and
+-- "Authorisation store"): all or nothing, against the version the change
+-- was made on.
 -- KEYS = version, current, history, times
 -- ARGV = expected_version, entry_json, at_ms, cutoff_ms, min_keep, max_keep
 -- Returns {1, new_version} or {0, current_version} (nothing written).
