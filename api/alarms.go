@@ -120,15 +120,20 @@ func (a *alarmsAPI) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if v, ok, good = present("acked"); !good {
-		return
-	} else if ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil || (v != "true" && v != "false") {
-			badParam(w, "acked", "must be true or false")
+	for _, p := range []struct {
+		name string
+		dst  **bool
+	}{{"acked", &f.Acked}, {"authorized", &f.Authorized}} {
+		if v, ok, good = present(p.name); !good {
 			return
+		} else if ok {
+			if v != "true" && v != "false" {
+				badParam(w, p.name, "must be true or false")
+				return
+			}
+			b := v == "true"
+			*p.dst = &b
 		}
-		f.Acked = &b
 	}
 	for _, p := range []struct {
 		name string

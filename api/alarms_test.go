@@ -175,6 +175,7 @@ func TestAlarmsBadInput(t *testing.T) {
 		{"state=", "state"},
 		{"acked=yes", "acked"},
 		{"acked=1", "acked"},
+		{"authorized=1", "authorized"},
 		{"drone=", "drone"},
 		{"since=yesterday", "since"},
 		{"until=2026-12-02", "until"},
@@ -208,7 +209,7 @@ func TestAlarmGet(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	if got, want := keys(m), []string{"ack", "alarm_id", "category", "cleared", "drone_id", "raised", "signal_lost_since", "state", "zone_id", "zone_name", "zone_version"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"ack", "alarm_id", "authorization", "category", "cleared", "drone_id", "raised", "signal_lost_since", "state", "zone_id", "zone_name", "zone_version"}; !slices.Equal(got, want) {
 		t.Errorf("alarm keys = %q, want %q", got, want)
 	}
 	point := []string{"alt_m", "alt_ref", "event_id", "height_assumed", "lat", "lon", "seq", "ts"}

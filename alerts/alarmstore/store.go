@@ -122,6 +122,10 @@ type Alarm struct {
 	// signal_lost event and no signal_regained or clear since), when it was
 	// last heard on the log's clock; null while it is heard.
 	SignalLostSince *time.Time `json:"signal_lost_since"`
+	// Authorization is the authorisation covering the alarm now: the
+	// raise's, as changed by the latest authorized or unauthorized event;
+	// null when none covers it (an alarm that pages).
+	Authorization *alerts.AuthRef `json:"authorization"`
 
 	// Partition holds the alarm (its drone's partition).
 	Partition int `json:"-"`
@@ -136,14 +140,14 @@ func point(e *alerts.Event) Point {
 // fields are the alarm index's hash fields of alarm id, in the order
 // decode reads them.
 func fields(id string) []string {
-	return []string{id + dedup.SuffixRaised, id + dedup.SuffixCleared, id + dedup.SuffixAcked, id + dedup.SuffixLost}
+	return []string{id + dedup.SuffixRaised, id + dedup.SuffixCleared, id + dedup.SuffixAcked, id + dedup.SuffixLost, id + dedup.SuffixAuth}
 }
 
 // decode builds an alarm from its hash values (HMGET of fields); ok is
 // false when the raised event is absent.
 func decode(p int, vals []any) (Alarm, bool, error) {
-	if len(vals) != 4 {
-		return Alarm{}, false, fmt.Errorf("alarmstore: %d values, want 4", len(vals))
+	if len(vals) != 5 {
+		return Alarm{}, false, fmt.Errorf("alarmstore: %d values, want 5", len(vals))
 	}
 	raw, ok := vals[0].(string)
 	if !ok {
@@ -155,7 +159,7 @@ func decode(p int, vals []any) (Alarm, bool, error) {
 	}
 	a := Alarm{AlarmID: r.AlarmID, DroneID: r.DroneID, ZoneID: r.ZoneID, ZoneName: r.ZoneName,
 		Category: r.Category, State: StateActive, Raised: point(&r), ZoneVersion: r.ZoneVersion,
-		Partition: p, raised: r}
+		Partition: p, raised: r, Authorization: r.Authorization}
 	if raw, ok := vals[1].(string); ok {
 		var c alerts.Event
 		if err := json.Unmarshal([]byte(raw), &c); err != nil {
@@ -181,6 +185,16 @@ func decode(p int, vals []any) (Alarm, bool, error) {
 			since = *l.LastSeen
 		}
 		a.SignalLostSince = &since
+	}
+	if raw, ok := vals[4].(string); ok {
+		var au alerts.Event
+		if err := json.Unmarshal([]byte(raw), &au); err != nil {
+			return Alarm{}, false, fmt.Errorf("alarmstore: alarm %s: authorisation event: %w", a.AlarmID, err)
+		}
+		a.Authorization = nil
+		if au.Type == alerts.Authorized {
+			a.Authorization = au.Authorization
+		}
 	}
 	return a, true, nil
 }
@@ -333,11 +347,14 @@ func (s *Store) Ack(ctx context.Context, id, by, note string) (a Alarm, already 
 // Filter selects alarms for List. The zero value lists active alarms,
 // DefaultLimit of them.
 type Filter struct {
-	State    string // StateActive (default), StateCleared, StateAll
-	Acked    *bool  // nil: either
-	Drone    string // "" : any
-	Zone     string
-	Category string
+	State string // StateActive (default), StateCleared, StateAll
+	Acked *bool  // nil: either
+	// Authorized: true lists alarms an authorisation covers now, false
+	// those none covers (the ones that page); nil: either.
+	Authorized *bool
+	Drone      string // "" : any
+	Zone       string
+	Category   string
 	// Since and Until bound the raise time (inclusive); zero: unbounded.
 	Since, Until time.Time
 	Limit        int    // DefaultLimit when 0; at most MaxLimit
@@ -346,6 +363,7 @@ type Filter struct {
 
 func (f *Filter) match(a *Alarm) bool {
 	return (f.Acked == nil || *f.Acked == (a.Ack != nil)) &&
+		(f.Authorized == nil || *f.Authorized == (a.Authorization != nil)) &&
 		(f.Drone == "" || f.Drone == a.DroneID) &&
 		(f.Zone == "" || f.Zone == a.ZoneID) &&
 		(f.Category == "" || f.Category == a.Category)
@@ -471,7 +489,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 	// Unfiltered, limit+1 candidates tell whether a next page exists;
 	// filtered, pages are larger since some are dropped.
 	page := int64(f.Limit + 1)
-	if f.Acked != nil || f.Drone != "" || f.Zone != "" || f.Category != "" {
+	if f.Acked != nil || f.Authorized != nil || f.Drone != "" || f.Zone != "" || f.Category != "" {
 		page = MaxLimit
 	}
 	// Each source's first page is twice its share of a page when alarms

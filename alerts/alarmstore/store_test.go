@@ -305,3 +305,90 @@ func TestAckErrors(t *testing.T) {
 		t.Errorf("ack of an unknown alarm: %v", err)
 	}
 }
+
+// TestAuthorization: an alarm's authorisation is the raise's until an
+// authorized or unauthorized event says otherwise (the batch script's
+// :auth entry), and the authorized filter lists by it.
+func TestAuthorization(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.RedisClient(t)
+	prefix := testenv.RedisPrefix(t, "alarmauth")
+	ds, err := dedup.NewRedis(rc, dedup.RedisOptions{Prefix: prefix, Topic: "pos"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := alarmstore.New(alarmstore.Options{Redis: rc, Prefix: prefix, Topic: "pos", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := storetest.NewWriter(ds)
+	base := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	permit := &alerts.AuthRef{ID: "police-1", Reference: "P-7", Until: base.Add(time.Hour)}
+	covered := storetest.Raised(0, "POLICE-1", "Z", "restricted", 1, base)
+	covered.Authorization = permit
+	plain := storetest.Raised(0, "X", "Z", "restricted", 2, base.Add(time.Second))
+	later := storetest.Raised(0, "Y", "Z", "restricted", 3, base.Add(2*time.Second))
+	for _, e := range []alerts.Event{covered, plain, later} {
+		w.Add(e)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	change := func(of alerts.Event, typ string, n int64, au *alerts.AuthRef) {
+		e := of
+		e.EventID, e.Type, e.Authorization = alerts.SignalEventID(of.AlarmID, typ, n), typ, au
+		w.Add(e)
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	authorized := func(a alarmstore.Alarm) string {
+		if a.Authorization == nil {
+			return "-"
+		}
+		return a.Authorization.ID
+	}
+	check := func(step string, want map[string]string) {
+		t.Helper()
+		for id, au := range want {
+			a, err := s.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if authorized(a) != au {
+				t.Errorf("%s: alarm of %s authorisation %s, want %s", step, a.DroneID, authorized(a), au)
+			}
+		}
+		yes, no := true, false
+		for _, f := range []*bool{&yes, &no} {
+			as, _, err := s.List(ctx, alarmstore.Filter{Authorized: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				if (a.Authorization != nil) != *f {
+					t.Errorf("%s: authorized=%v lists %s (%s)", step, *f, a.DroneID, authorized(a))
+				}
+			}
+			if n := countAuth(want, *f); len(as) != n {
+				t.Errorf("%s: authorized=%v lists %d alarms, want %d", step, *f, len(as), n)
+			}
+		}
+	}
+	check("raised", map[string]string{covered.AlarmID: "police-1", plain.AlarmID: "-", later.AlarmID: "-"})
+	change(covered, alerts.Unauthorized, 1, permit)
+	change(later, alerts.Authorized, 1, &alerts.AuthRef{ID: "film", Reference: "F-1", Until: base.Add(time.Hour)})
+	check("after unauthorized and authorized", map[string]string{covered.AlarmID: "-", plain.AlarmID: "-", later.AlarmID: "film"})
+	change(covered, alerts.Authorized, 2, permit)
+	check("authorized again", map[string]string{covered.AlarmID: "police-1", plain.AlarmID: "-", later.AlarmID: "film"})
+}
+
+func countAuth(want map[string]string, authorized bool) int {
+	n := 0
+	for _, au := range want {
+		if (au != "-") == authorized {
+			n++
+		}
+	}
+	return n
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/authorization"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -63,6 +64,9 @@ type Options struct {
 	// Zones are read at every batch, so a reload (Zones.Store) applies from
 	// the next batch of every partition.
 	Zones *geofence.Current
+	// Authorizations, when not nil, are read at every batch like Zones
+	// (nil, or holding nil: no authorisation, version 0).
+	Authorizations *authorization.Current
 
 	// Timing sets the decisions made by the log's clock (signal lost,
 	// drones forgotten: alerts.Timing); zero fields take the defaults, and

@@ -85,6 +85,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 			return err
 		}
 		began := time.Now()
+		eng.SetAuthorizations(g.o.Authorizations.Load())
 		out := eng.Apply(g.o.Zones.Load(), recs)
 		if out == nil {
 			continue

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/authorization"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/telemetry"
 )
@@ -53,6 +54,10 @@ type ReplayOptions struct {
 	// (until the next switch), as the live partition recorded them; the
 	// records at or below the first are evaluated with Replay's zones.
 	Switches []ZoneSwitch
+	// AuthSwitches change the authorisation set the same way (before the
+	// first, none: version 0), as the live partition recorded them
+	// (<tag>:authswitch).
+	AuthSwitches []AuthSwitch
 
 	// Timing is the live alerter's clock settings (--signal-lost-after,
 	// --drone-ttl, --event-ttl): the clock's decisions replay equal to
@@ -73,6 +78,13 @@ type ReplayOptions struct {
 type ZoneSwitch struct {
 	After int64
 	Zones alerts.Zones
+}
+
+// AuthSwitch is a switch of the authorisation set at an offset of the
+// partition.
+type AuthSwitch struct {
+	After int64
+	Set   *authorization.Set
 }
 
 // ReplayProgress is where a running replay is.
@@ -135,6 +147,11 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 			return ReplayResult{}, fmt.Errorf("consume: replay zone switches out of order (after %d, then %d)", o.Switches[i-1].After, o.Switches[i].After)
 		}
 	}
+	for i := 1; i < len(o.AuthSwitches); i++ {
+		if o.AuthSwitches[i].After < o.AuthSwitches[i-1].After {
+			return ReplayResult{}, fmt.Errorf("consume: replay authorisation switches out of order (after %d, then %d)", o.AuthSwitches[i-1].After, o.AuthSwitches[i].After)
+		}
+	}
 	eng, err := alerts.NewEngine(o.Partition, dedup.Snapshot{Applied: dedup.NoVersion, ZoneVersion: alerts.NoZoneVersion})
 	if err != nil {
 		return ReplayResult{}, err
@@ -159,7 +176,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 	}
 
 	var total alerts.Stats
-	switches := o.Switches
+	switches, authSwitches := o.Switches, o.AuthSwitches
 	var events []alerts.Event // scratch: one run's events
 	apply := func(zones alerts.Zones, recs []alerts.Positioned) error {
 		var st alerts.Stats
@@ -186,18 +203,26 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 			}
 			return ReplayResult{Stats: total, Input: rd.rep}, err
 		}
-		// The batch is applied in runs of records of one zone set: a run
-		// ends where the live partition switched sets.
+		// The batch is applied in runs of records of one zone set and one
+		// authorisation set: a run ends where the live partition switched
+		// either.
 		for len(recs) > 0 {
 			n := len(recs)
 			for i := range recs {
-				if len(switches) > 0 && recs[i].Offset > switches[0].After {
+				if (len(switches) > 0 && recs[i].Offset > switches[0].After) ||
+					(len(authSwitches) > 0 && recs[i].Offset > authSwitches[0].After) {
 					n = i
 					break
 				}
 			}
 			if n == 0 {
-				zones, switches = switches[0].Zones, switches[1:]
+				if len(switches) > 0 && recs[0].Offset > switches[0].After {
+					zones, switches = switches[0].Zones, switches[1:]
+				}
+				if len(authSwitches) > 0 && recs[0].Offset > authSwitches[0].After {
+					eng.SetAuthorizations(authSwitches[0].Set)
+					authSwitches = authSwitches[1:]
+				}
 				continue
 			}
 			if err := apply(zones, recs[:n]); err != nil {
