@@ -30,7 +30,8 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin); a line's receive time, the log's clock, from its \"received\" (RFC 3339) or a \"<unix ms>\\t\" prefix (kcat -f '%T\\t%s\\n'); tick lines {\"tick\":...} move the clock too")
 	history := fs.String("zone-history", "", "zone history: GET /v1/zones/history's answer saved to a file, or that URL (bearer token from NOFLY_API_TOKEN): each record is evaluated with the zone set version its partition used live; needs --partition")
-	partition := fs.Int("partition", -1, "the partition the input was dumped from (with --zone-history): its zone switches apply, and the events carry it")
+	authHistory := fs.String("authorization-history", "", "authorisation history: GET /v1/authorizations/history's answer saved to a file, or that URL (bearer token from NOFLY_API_TOKEN): each record is decided with the authorisation set version its partition used live; needs --partition")
+	partition := fs.Int("partition", -1, "the partition the input was dumped from (with --zone-history or --authorization-history): its switches apply, and the events carry it")
 	firstOffset := fs.Int64("first-offset", 0, "the offset of the input's first line (line n is offset first-offset+n-1), for a partition dumped from later than offset 0")
 	strict := fs.Bool("strict", false, "stop at the first bad line, writing no event; without it bad lines are skipped, reported at the end, and the exit status is 1")
 	if err := fs.Parse(args, getenv); err != nil {
@@ -41,6 +42,8 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return badField("Zones", "a zone file (or --zone-history) is required")
 	case *history != "" && *partition < 0:
 		return fmt.Errorf("%w: --zone-history needs --partition, the partition the input was dumped from", ErrConfig)
+	case *authHistory != "" && *partition < 0:
+		return fmt.Errorf("%w: --authorization-history needs --partition, the partition the input was dumped from", ErrConfig)
 	case *input == "":
 		return fmt.Errorf("%w: --input is required", ErrConfig)
 	case c.Batch < 1:
@@ -71,6 +74,13 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 			return err
 		}
 	}
+	var authSwitches []consume.AuthSwitch
+	if *authHistory != "" {
+		var err error
+		if authSwitches, err = authHistorySwitches(ctx, *authHistory, *partition, getenv("NOFLY_API_TOKEN"), log); err != nil {
+			return err
+		}
+	}
 	var in io.Reader = os.Stdin
 	name := "stdin"
 	size := int64(-1) // unknown: a pipe
@@ -88,7 +98,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	// Without --zones, ix is nil: every record is after a switch
 	// (historySwitches checks).
 	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict,
-		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches, Timing: c.timing(),
+		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches, AuthSwitches: authSwitches, Timing: c.timing(),
 		Progress: func(p consume.ReplayProgress) { logProgress(log, p, size) }, ProgressEvery: replayProgressEvery})
 	if err != nil {
 		return err
@@ -97,6 +107,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	log.Info("replayed", "records", res.Records, "applied", res.Applied, "ticks", res.Ticks,
 		"duplicates", res.Duplicates, "raised", res.Raised, "cleared", res.Cleared,
 		"signal_lost", res.SignalLost, "signal_regained", res.SignalRegained, "forgotten", res.Forgotten,
+		"authorized", res.Authorized, "unauthorized", res.Unauthorized,
 		"bad_lines", res.Input.Bad, "fields_dropped", res.Input.DroppedBy)
 	return res.Input.Err()
 }
