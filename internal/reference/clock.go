@@ -42,6 +42,9 @@ type Input struct {
 	// own clock, and a drone's records are in partition murmur2(id) mod n.
 	Partitions int
 	Timing     Timing
+	// Approach are the approaching settings (zero: none, but for zones
+	// with their own approach_before_s).
+	Approach ApproachSettings
 }
 
 // murmur2 is Kafka's hash of a record key (the Java client's
@@ -113,6 +116,11 @@ type refDrone struct {
 	seen      time.Time          // when it was received (the log's clock)
 	lastRaise time.Time
 	alarms    map[string]*refAlarm // by zone id
+	// Approaching: the velocity (m/s east, north; nil: none), the open
+	// episodes and the zones that qualified at the last position, by zone.
+	v        *[2]float64
+	episodes map[string]*episode
+	pending  map[string]bool
 }
 
 // partitionRun is one partition's clock and drones.
@@ -121,13 +129,16 @@ type partitionRun struct {
 	drones map[string]*refDrone
 	set    int // the zone set its last record was judged with (-1 none)
 	aset   int // the authorisation set likewise
+	// approachS are the approaching settings.
+	approachS ApproachSettings
 }
 
 // Run runs docs/design.md's rules — a drone's order, raise and clear, and
 // the log's clock: signal lost and regained, zone windows and zone set
-// changes judged at the first record after, drones forgotten — and the
-// authorisation rules ("Authorised flights") over the records, each
-// partition on its own clock, and returns the events.
+// changes judged at the first record after, drones forgotten — the
+// authorisation rules ("Authorised flights") and the approaching rules
+// ("Approaching warnings") over the records, each partition on its own
+// clock, and returns the events.
 func Run(in Input) []Event {
 	t := in.Timing
 	if t.SignalLostAfter == 0 {
@@ -142,7 +153,7 @@ func Run(in Input) []Event {
 	n := max(in.Partitions, 1)
 	parts := make([]*partitionRun, n)
 	for i := range parts {
-		parts[i] = &partitionRun{drones: map[string]*refDrone{}, set: -1, aset: -1}
+		parts[i] = &partitionRun{drones: map[string]*refDrone{}, set: -1, aset: -1, approachS: in.Approach}
 	}
 	var out []Event
 	set, aset := 0, 0
@@ -201,6 +212,7 @@ func (pr *partitionRun) record(zones []Zone, set int, auths []Auth, aset int, r 
 				out = pr.judge(d, id, zones, auths, T, "zone_changed", out)
 				if !d.seen.IsZero() && !pr.clock.IsZero() && pr.clock.Sub(d.seen) >= t.SignalLostAfter {
 					out = pr.lose(d, id, out)
+					out = pr.loseApproaches(d, id, out)
 				}
 			}
 		}
@@ -230,6 +242,10 @@ func (pr *partitionRun) record(zones []Zone, set int, auths []Auth, aset int, r 
 			if len(d.alarms) > 0 && silent >= t.SignalLostAfter {
 				out = pr.lose(d, id, out)
 			}
+			// Approach episodes end by the same silence, alarms or not.
+			if silent >= t.SignalLostAfter {
+				out = pr.loseApproaches(d, id, out)
+			}
 			if len(d.alarms) == 0 && silent >= t.DroneTTL &&
 				(d.lastRaise.IsZero() || pr.clock.Sub(d.lastRaise) >= t.KeepAfterRaise) {
 				delete(pr.drones, id)
@@ -252,7 +268,7 @@ func (pr *partitionRun) sortedIDs() []string {
 }
 
 // position is the rule of a position: its order, a regained signal, then
-// raise and clear.
+// raise and clear, then approaching.
 func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *telemetry.Position, out []Event) []Event {
 	d := pr.drones[p.DroneID]
 	if d == nil {
@@ -274,6 +290,11 @@ func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *tel
 			out = append(out, Event{AlarmID: a.id, Type: "signal_regained", DroneID: p.DroneID, ZoneID: z, Seq: p.Seq, N: a.losses})
 			a.lost = false
 		}
+	}
+	var prev *telemetry.Position
+	if d.pos.DroneID != "" {
+		prev = new(telemetry.Position)
+		*prev = d.pos
 	}
 	d.pos = *p
 	if !pr.clock.IsZero() {
@@ -299,12 +320,13 @@ func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *tel
 			a.cover(Covering(auths, p.DroneID, z.id, z.category, T))
 			out = append(out, Event{AlarmID: id, Type: "raised", DroneID: p.DroneID, ZoneID: z.id, Seq: p.Seq, Auth: a.auth})
 			d.alarms[z.id] = a
+			d.raisedApproach(z.id)
 			if !pr.clock.IsZero() {
 				d.lastRaise = pr.clock
 			}
 		}
 	}
-	return out
+	return pr.approach(d, zones, auths, T, p, prev, out)
 }
 
 // judge decides the drone's last position again at its own time now (its
@@ -340,6 +362,7 @@ func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, auths []Auth
 		a := &refAlarm{id: aid, def: z.def, zone: z.id, category: z.category}
 		a.cover(Covering(auths, id, z.id, z.category, T))
 		d.alarms[z.id] = a
+		d.raisedApproach(z.id)
 		raised = append(raised, z.id)
 		d.lastRaise = pr.clock
 	}

@@ -2,7 +2,8 @@
 // alerter with: a brute-force scan of every record against
 // every zone, written apart from geofence/ and alerts/ — its own GeoJSON
 // reading, point-in-polygon (even-odd over all rings), haversine, vertical
-// and time checks, and the raise/clear rule of docs/design.md. The proofs
+// and time checks, the raise/clear rule of docs/design.md, and its
+// approaching rules with their own flat-frame geometry (approach.go). The proofs
 // compare the alerter's output with it. It is deliberately simple and slow,
 // and shares no code with the packages it checks.
 package reference
@@ -34,6 +35,9 @@ type Zone struct {
 	from, until       time.Time
 	buffer            float64
 	hasFrom, hasUntil bool
+	// approach_before_s, the zone's own approaching horizon (s), when set.
+	approachS   float64
+	hasApproach bool
 }
 
 type refLimit struct {
@@ -43,7 +47,7 @@ type refLimit struct {
 
 // LoadZones reads a GeoJSON zone file of the scenario's kind (Polygon,
 // MultiPolygon, Point with radius_m; floor/ceiling, active window, clear
-// buffer) with its own JSON reading.
+// buffer, approach_before_s) with its own JSON reading.
 func LoadZones(path string) ([]Zone, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -89,6 +93,7 @@ func LoadZones(path string) ([]Zone, error) {
 			z.ceiling = &refLimit{v, str("ceiling_ref", "AMSL")}
 		}
 		z.buffer, _ = num("clear_buffer_m")
+		z.approachS, z.hasApproach = num("approach_before_s")
 		if s := str("active_from", ""); s != "" {
 			z.from, _ = time.Parse(time.RFC3339, s)
 			z.hasFrom = true
@@ -167,15 +172,8 @@ func (z *Zone) contains(p *telemetry.Position, grow float64) bool {
 	if z.hasFrom && p.TS.Before(z.from) || z.hasUntil && !p.TS.Before(z.until) {
 		return false
 	}
-	if z.floor != nil {
-		if h, ok := refHeight(p, z.floor.ref); ok && h < z.floor.m-grow {
-			return false
-		}
-	}
-	if z.ceiling != nil {
-		if h, ok := refHeight(p, z.ceiling.ref); ok && h > z.ceiling.m+grow {
-			return false
-		}
+	if !z.heightsHold(p, grow) {
+		return false
 	}
 	if z.circle != nil {
 		return haversineM(p.Lon, p.Lat, z.circle[0], z.circle[1]) <= z.circle[2]+grow
@@ -191,17 +189,47 @@ func (z *Zone) contains(p *telemetry.Position, grow float64) bool {
 	return false
 }
 
+// heightsHold: the record's heights within the zone's limits widened by
+// grow; a height the record lacks in a limit's reference is taken to be
+// within it.
+func (z *Zone) heightsHold(p *telemetry.Position, grow float64) bool {
+	if z.floor != nil {
+		if h, ok := refHeight(p, z.floor.ref); ok && h < z.floor.m-grow {
+			return false
+		}
+	}
+	if z.ceiling != nil {
+		if h, ok := refHeight(p, z.ceiling.ref); ok && h > z.ceiling.m+grow {
+			return false
+		}
+	}
+	return true
+}
+
 // Event is what the proofs compare. N is the count of a signal_lost,
 // signal_regained, authorized or unauthorized event (its event id's last
 // part), 0 for the others. Auth is the authorisation id a raised,
 // authorized or unauthorized event carries and Reason an unauthorized
 // event's (revoked, expired); both "" otherwise, so events without
-// authorisation compare as they did before.
+// authorisation compare as they did before. For approaching and
+// approach_ended events AlarmID is the approach id and Reason an
+// approach_ended event's (turned_away, zone_removed, signal_lost).
+//
+// ETA is an approaching event's predicted time to entry in seconds (-1:
+// warned because near, eta_s null), 0 for every other event. Compare does
+// not compare it (Identity drops it): a test may check it with a tolerance.
 type Event struct {
 	AlarmID, Type, DroneID, ZoneID string
 	Seq                            int64
 	N                              int
 	Auth, Reason                   string
+	ETA                            float64
+}
+
+// Identity is the event without ETA: what Compare compares.
+func (e Event) Identity() Event {
+	e.ETA = 0
+	return e
 }
 
 func (e Event) String() string {
@@ -214,6 +242,9 @@ func (e Event) String() string {
 	}
 	if e.Reason != "" {
 		s += " (" + e.Reason + ")"
+	}
+	if e.Type == "approaching" {
+		s += fmt.Sprintf(" eta=%.1fs", e.ETA)
 	}
 	return s
 }
@@ -273,8 +304,8 @@ func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []
 }
 
 // Diff is got compared with want as sets of Events (alarm_id, type,
-// drone_id, zone_id, seq, n, authorisation, reason); the lists hold at
-// most 10 each, sorted.
+// drone_id, zone_id, seq, n, authorisation, reason: their Identity); the
+// lists hold at most 10 each, sorted.
 type Diff struct {
 	Got, Want                     int
 	Missing, Extra, Duplicated    []Event
@@ -300,25 +331,25 @@ var ErrReferenceDuplicate = errors.New("reference: duplicate event")
 func Compare(want, got []Event) (Diff, error) {
 	wantSet := map[Event]bool{}
 	for _, e := range want {
-		if wantSet[e] {
+		if wantSet[e.Identity()] {
 			return Diff{}, fmt.Errorf("%w: %v", ErrReferenceDuplicate, e)
 		}
-		wantSet[e] = true
+		wantSet[e.Identity()] = true
 	}
 	gotN := map[Event]int{}
 	var dups, extra []Event
 	for _, e := range got {
-		gotN[e]++
-		if gotN[e] == 2 {
+		gotN[e.Identity()]++
+		if gotN[e.Identity()] == 2 {
 			dups = append(dups, e)
 		}
-		if !wantSet[e] && gotN[e] == 1 {
+		if !wantSet[e.Identity()] && gotN[e.Identity()] == 1 {
 			extra = append(extra, e)
 		}
 	}
 	var missing []Event
 	for _, e := range want {
-		if gotN[e] == 0 {
+		if gotN[e.Identity()] == 0 {
 			missing = append(missing, e)
 		}
 	}
@@ -340,19 +371,21 @@ func Compare(want, got []Event) (Diff, error) {
 // Acked events (an operator's, through the HTTP API) are skipped: the
 // reference decides raises and clears from the telemetry alone. Auth is
 // read only where the reference sets it (raised, authorized,
-// unauthorized), Reason only for unauthorized: cleared events' reasons are
-// not compared.
+// unauthorized), Reason only for unauthorized and approach_ended: cleared
+// events' reasons are not compared. An approaching event's eta_s is read
+// into ETA (null: -1).
 func ParseEvents(lines [][]byte) ([]Event, error) {
 	out := make([]Event, 0, len(lines))
 	for _, l := range lines {
 		var e struct {
-			EventID string `json:"event_id"`
-			AlarmID string `json:"alarm_id"`
-			Type    string `json:"type"`
-			DroneID string `json:"drone_id"`
-			ZoneID  string `json:"zone_id"`
-			Seq     int64  `json:"seq"`
-			Reason  string `json:"reason"`
+			EventID string   `json:"event_id"`
+			AlarmID string   `json:"alarm_id"`
+			Type    string   `json:"type"`
+			DroneID string   `json:"drone_id"`
+			ZoneID  string   `json:"zone_id"`
+			Seq     int64    `json:"seq"`
+			Reason  string   `json:"reason"`
+			ETA     *float64 `json:"eta_s"`
 			Auth    *struct {
 				ID string `json:"id"`
 			} `json:"authorization"`
@@ -367,8 +400,14 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 				ev.Auth = e.Auth.ID
 			}
 		}
-		if e.Type == "unauthorized" {
+		switch e.Type {
+		case "unauthorized", "approach_ended":
 			ev.Reason = e.Reason
+		case "approaching":
+			ev.ETA = -1
+			if e.ETA != nil {
+				ev.ETA = *e.ETA
+			}
 		}
 		switch e.Type {
 		case "acked":
