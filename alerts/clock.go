@@ -163,6 +163,9 @@ func (e *Engine) scan(zs Zones, zv, off, prev int64, self string, events []Event
 		}
 		events = e.authorize(d, events)
 		silent := time.Duration(e.clock-d.Seen) * time.Millisecond
+		if t.SignalLostAfter > 0 && silent >= t.SignalLostAfter && d.openApproach() {
+			events = e.loseApproaches(d, events)
+		}
 		if len(d.Alarms) > 0 && t.SignalLostAfter > 0 && silent >= t.SignalLostAfter {
 			events = e.lose(d, events)
 		}
@@ -252,6 +255,9 @@ func (e *Engine) nextLook(d *drone) int64 {
 		consider(at)
 	}
 	consider(e.nextAuthChange(d))
+	if t.SignalLostAfter > 0 && d.openApproach() {
+		consider(d.Seen + t.SignalLostAfter.Milliseconds())
+	}
 	if !d.Pos.IsZero() {
 		if nc, ok := e.zones.(nextChanges); ok {
 			if b, ok := nc.NextActivityChange(d.timeAt(max(e.clock, d.Seen))); ok {

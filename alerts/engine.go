@@ -47,6 +47,9 @@ type Stats struct {
 	// Authorisations: authorized and unauthorized events.
 	Authorized   int
 	Unauthorized int
+	// Approaches: approaching and approach_ended events.
+	Approaching   int
+	ApproachEnded int
 }
 
 // Add adds o's counts to s.
@@ -66,6 +69,8 @@ func (s *Stats) Add(o Stats) {
 	s.Forgotten += o.Forgotten
 	s.Authorized += o.Authorized
 	s.Unauthorized += o.Unauthorized
+	s.Approaching += o.Approaching
+	s.ApproachEnded += o.ApproachEnded
 }
 
 // Outcome is what one batch decided. Nothing of it is durable until
@@ -111,6 +116,16 @@ type Engine struct {
 	// the drones' alarms were last looked at with.
 	auths *authorization.Set
 	av    int64
+
+	// Approaching warnings (approach.go): the settings, the longest
+	// horizon (of the settings, and of the zone set apZones's own), and
+	// scratch.
+	apSet     ApproachSettings
+	apMax     time.Duration
+	apZones   Zones
+	apZoneMax time.Duration
+	aps       []geofence.Approach
+	apSeen    []string
 }
 
 // drone is the engine's entry of one drone: its state and the last batch
@@ -328,8 +343,10 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 	events = e.regain(d, p, events)
 	resets := d.Resets
 	raisedFrom := len(events)
+	prev := d.Pos
 	events, e.hits, _ = Step(&d.DroneState, p, zs, e.hits, events)
 	e.coverRaises(d, events[raisedFrom:])
+	events = e.approach(d, &prev, p, events)
 	st.Applied++
 	if d.Resets != resets {
 		st.SeqResets++
@@ -374,6 +391,10 @@ func (e *Engine) stamp(evs []Event, zv, off int64, st *Stats) {
 			st.Authorized++
 		case Unauthorized:
 			st.Unauthorized++
+		case Approaching:
+			st.Approaching++
+		case ApproachEnded:
+			st.ApproachEnded++
 		}
 	}
 }

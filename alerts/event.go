@@ -101,6 +101,12 @@ type Event struct {
 	// one an authorized / unauthorized event is about (docs/design.md,
 	// "Authorised flights"); nil when none.
 	Authorization *AuthRef `json:"authorization,omitempty"`
+	// EtaS, DistanceM and Entry are an approaching event's: the predicted
+	// seconds to entry and entry point (absent when the drone is only
+	// near and closing), and the distance to the zone's area.
+	EtaS      *float64 `json:"eta_s,omitempty"`
+	DistanceM *float64 `json:"distance_m,omitempty"`
+	Entry     *LatLon  `json:"entry,omitempty"`
 	// LastSeen and AgeS are a time-driven event's (signal_lost,
 	// signal_regained, a raise or clear at a tick): when the drone was last
 	// heard, on the log's clock, and how long before the decision that

@@ -56,6 +56,21 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 		dst = appendTime(dst, a.Until)
 		dst = append(dst, '}')
 	}
+	if e.EtaS != nil {
+		dst = append(dst, `,"eta_s":`...)
+		dst = appendFloat(dst, *e.EtaS)
+	}
+	if e.DistanceM != nil {
+		dst = append(dst, `,"distance_m":`...)
+		dst = appendFloat(dst, *e.DistanceM)
+	}
+	if e.Entry != nil {
+		dst = append(dst, `,"entry":{"lat":`...)
+		dst = appendFloat(dst, e.Entry.Lat)
+		dst = append(dst, `,"lon":`...)
+		dst = appendFloat(dst, e.Entry.Lon)
+		dst = append(dst, '}')
+	}
 	if e.LastSeen != nil {
 		dst = append(dst, `,"last_seen":`...)
 		dst = appendTime(dst, *e.LastSeen)

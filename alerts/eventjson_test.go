@@ -32,6 +32,11 @@ func TestEventAppendJSONEqualsMarshal(t *testing.T) {
 		"full":    func(e *alerts.Event) {},
 		"minimal": func(e *alerts.Event) { e.AltM, e.AltRef, e.HeightAssumed = nil, "", false },
 		"cleared": func(e *alerts.Event) { e.Type, e.Reason = "cleared", "zone_removed" },
+		"approaching": func(e *alerts.Event) {
+			eta, dist := 12.25, 480.5
+			e.Type, e.EtaS, e.DistanceM, e.Entry = "approaching", &eta, &dist, &alerts.LatLon{Lat: 51.5, Lon: -0.125}
+		},
+		"approach ended": func(e *alerts.Event) { e.Type, e.Reason = "approach_ended", "turned_away" },
 		"unauthorized": func(e *alerts.Event) {
 			e.Type, e.Reason = "unauthorized", "revoked"
 			e.Authorization = &alerts.AuthRef{ID: "a<1>", Reference: "PERMIT \"7\"", Until: time.Date(2026, 12, 6, 9, 30, 0, 1500, time.FixedZone("x", 3600))}

@@ -15,7 +15,6 @@ import (
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/reference"
 	"github.com/nofly-dev/nofly/internal/scenario"
-	"github.com/nofly-dev/nofly/telemetry"
 )
 
 // TestEngineEqualsReferenceWithAuthorizations: the clock scenario on six
@@ -99,36 +98,9 @@ func TestEngineEqualsReferenceWithAuthorizations(t *testing.T) {
 		From: at(0.4), Until: at(0.9), Reference: "LATE", Reason: "test", By: "test"})
 	refSets := [][]reference.Auth{toRef(s1), toRef(s2)}
 
-	// The partitions' logs with ticks, as the clock test builds them; each
-	// record remembers its index in the reference's records, so that the
-	// engine switches set at the same place.
-	type rec struct {
-		r   alerts.Record
-		idx int
-	}
-	logs := make([][]rec, partitions)
-	var refRecs []reference.Rec
-	refSwitch := -1
-	lastTick := time.Time{}
-	for i, p := range sc.Records {
-		if i == switchAt {
-			refSwitch = len(refRecs)
-		}
-		at := sc.Received[i]
-		for tk := lastTick.Add(time.Second).Truncate(time.Second); !lastTick.IsZero() && !tk.After(at); tk = tk.Add(time.Second) {
-			v := (&telemetry.Tick{At: tk}).AppendJSON(nil)
-			for q := range logs {
-				logs[q] = append(logs[q], rec{alerts.Record{Offset: int64(len(logs[q])), Time: tk, Value: v}, len(refRecs)})
-			}
-			refRecs = append(refRecs, reference.Rec{At: tk, Tick: true, Partition: -1})
-		}
-		if lastTick.IsZero() || at.After(lastTick) {
-			lastTick = at.Truncate(time.Second)
-		}
-		q := reference.PartitionOf(p.DroneID, partitions)
-		logs[q] = append(logs[q], rec{alerts.Record{Offset: int64(len(logs[q])), Time: at, Value: p.AppendJSON(nil)}, len(refRecs)})
-		refRecs = append(refRecs, reference.Rec{Pos: p, At: at})
-	}
+	// The partitions' logs with ticks; the engine switches set at the
+	// reference's index of the switch.
+	logs, refRecs, refSwitch := clockLogs(sc, partitions, switchAt)
 	want := reference.Run(reference.Input{Sets: [][]reference.Zone{refZones}, Recs: refRecs, Partitions: partitions,
 		AuthSets: refSets, AuthSwitchAt: []int{refSwitch}})
 	counts := map[string]int{}

@@ -35,27 +35,7 @@ func TestEngineEqualsReferenceOnTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := scenario.Generate(scenario.DefaultConfig())
-	// The partitions' logs: the scenario's records in order, and a tick on
-	// every partition at each whole second between them.
-	logs := make([][]alerts.Record, partitions)
-	var refRecs []reference.Rec
-	lastTick := time.Time{}
-	for i, p := range sc.Records {
-		at := sc.Received[i]
-		for tk := lastTick.Add(time.Second).Truncate(time.Second); !lastTick.IsZero() && !tk.After(at); tk = tk.Add(time.Second) {
-			v := (&telemetry.Tick{At: tk}).AppendJSON(nil)
-			for q := range logs {
-				logs[q] = append(logs[q], alerts.Record{Offset: int64(len(logs[q])), Time: tk, Value: v})
-			}
-			refRecs = append(refRecs, reference.Rec{At: tk, Tick: true, Partition: -1})
-		}
-		if lastTick.IsZero() || at.After(lastTick) {
-			lastTick = at.Truncate(time.Second)
-		}
-		q := reference.PartitionOf(p.DroneID, partitions)
-		logs[q] = append(logs[q], alerts.Record{Offset: int64(len(logs[q])), Time: at, Value: p.AppendJSON(nil)})
-		refRecs = append(refRecs, reference.Rec{Pos: p, At: at})
-	}
+	logs, refRecs, _ := clockLogs(sc, partitions, -1)
 	want := reference.Run(reference.Input{Sets: [][]reference.Zone{refZones}, Recs: refRecs, Partitions: partitions})
 	counts := map[string]int{}
 	for _, e := range want {
@@ -73,7 +53,7 @@ func TestEngineEqualsReferenceOnTheClock(t *testing.T) {
 				t.Fatal(err)
 			}
 			for from := 0; from < len(recs); from += batch {
-				out := e.Apply(ix, recs[from:min(from+batch, len(recs))])
+				out := e.Apply(ix, plain(recs[from:min(from+batch, len(recs))]))
 				if out == nil {
 					continue
 				}
@@ -96,4 +76,50 @@ func TestEngineEqualsReferenceOnTheClock(t *testing.T) {
 			t.Logf("batch %d: %v", batch, d)
 		}
 	}
+}
+
+// indexed is a partition's record and its index in the reference's
+// records: where a set switch at a reference index falls in a partition.
+type indexed struct {
+	r   alerts.Record
+	idx int
+}
+
+func plain(rs []indexed) []alerts.Record {
+	out := make([]alerts.Record, len(rs))
+	for i := range rs {
+		out[i] = rs[i].r
+	}
+	return out
+}
+
+// clockLogs lays the scenario's records out as the partitions' logs, with
+// a tick on every partition at each whole second between them, and as the
+// reference's records; the second result's index of the scenario's record
+// at mark is returned too (-1 when mark < 0).
+func clockLogs(sc *scenario.Scenario, partitions, mark int) ([][]indexed, []reference.Rec, int) {
+	logs := make([][]indexed, partitions)
+	var refRecs []reference.Rec
+	at := -1
+	lastTick := time.Time{}
+	for i, p := range sc.Records {
+		if i == mark {
+			at = len(refRecs)
+		}
+		rx := sc.Received[i]
+		for tk := lastTick.Add(time.Second).Truncate(time.Second); !lastTick.IsZero() && !tk.After(rx); tk = tk.Add(time.Second) {
+			v := (&telemetry.Tick{At: tk}).AppendJSON(nil)
+			for q := range logs {
+				logs[q] = append(logs[q], indexed{alerts.Record{Offset: int64(len(logs[q])), Time: tk, Value: v}, len(refRecs)})
+			}
+			refRecs = append(refRecs, reference.Rec{At: tk, Tick: true, Partition: -1})
+		}
+		if lastTick.IsZero() || rx.After(lastTick) {
+			lastTick = rx.Truncate(time.Second)
+		}
+		q := reference.PartitionOf(p.DroneID, partitions)
+		logs[q] = append(logs[q], indexed{alerts.Record{Offset: int64(len(logs[q])), Time: rx, Value: p.AppendJSON(nil)}, len(refRecs)})
+		refRecs = append(refRecs, reference.Rec{Pos: p, At: rx})
+	}
+	return logs, refRecs, at
 }

@@ -57,6 +57,14 @@ type DroneState struct {
 	// older than the unique keys' life, so a returning drone cannot raise
 	// under an id whose key still holds.
 	LastRaise int64 `json:"lr,omitempty"`
+	// VE and VN are the drone's velocity east and north in m/s, when VK
+	// (approach.go): smoothed over its positions, so kept with the state.
+	VE float64 `json:"ve,omitempty"`
+	VN float64 `json:"vn,omitempty"`
+	VK bool    `json:"vk,omitempty"`
+	// Approaches are its approach episodes and the zones it nears, by
+	// zone id (approach.go).
+	Approaches []ApproachState `json:"ap,omitempty"`
 }
 
 // Fix is one position of a drone as the alerter keeps it: the last known
@@ -262,6 +270,27 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 	if s.LastRaise != 0 {
 		dst = append(dst, `,"lr":`...)
 		dst = strconv.AppendInt(dst, s.LastRaise, 10)
+	}
+	if s.VE != 0 {
+		dst = append(dst, `,"ve":`...)
+		dst = appendFloat(dst, s.VE)
+	}
+	if s.VN != 0 {
+		dst = append(dst, `,"vn":`...)
+		dst = appendFloat(dst, s.VN)
+	}
+	if s.VK {
+		dst = append(dst, `,"vk":true`...)
+	}
+	if len(s.Approaches) > 0 {
+		dst = append(dst, `,"ap":[`...)
+		for i := range s.Approaches {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = s.Approaches[i].appendJSON(dst)
+		}
+		dst = append(dst, ']')
 	}
 	return append(dst, '}')
 }

@@ -50,6 +50,9 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"clock":             {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Lost: 1764669600123, Losses: 2}}, Seen: 1764669630123, LastRaise: -4},
 		"authorised": {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Auth: "police-<1>", AuthRef: "PERMIT \"7\"", AuthUntil: 1764669600123, AuthN: 3},
 			{Zone: "Y", Alarm: "b", FP: "g", AuthN: 2}}},
+		"approaching": {Seq: 4, VE: -3.25, VN: 1e-7, VK: true, Approaches: []alerts.ApproachState{
+			{Zone: "A<1>", ID: "abc", N: 3, D: 12.5, HasD: true, Away: 1764669600123, EtaS: ptr(7.5), EntryLat: 51.1, EntryLon: -0.2},
+			{Zone: "B", N: 1, HasD: true}}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -130,3 +133,5 @@ func TestFixJSONEqualsMarshal(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

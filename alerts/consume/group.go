@@ -72,6 +72,9 @@ type Options struct {
 	// drones forgotten: alerts.Timing); zero fields take the defaults, and
 	// KeepAfterRaise, when zero, is EventTTL.
 	Timing alerts.Timing
+	// Approach sets the approaching warnings (alerts.ApproachSettings; the
+	// zero value: off).
+	Approach alerts.ApproachSettings
 
 	// Dispatcher, when not nil, runs for each partition this member owns,
 	// for exactly the time its engine runs.

@@ -38,6 +38,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 		return err
 	}
 	eng.SetTiming(g.timing())
+	eng.SetApproach(g.o.Approach)
 	start := snap.Applied + 1
 	if snap.Applied == dedup.NoVersion {
 		start = committed // Kafka's committed offset, or FirstOffset

@@ -66,6 +66,10 @@ type ReplayOptions struct {
 	// -f '%T\t%s\n'), and ticks are lines of their own; without them the
 	// clock stands still and decides nothing.
 	Timing alerts.Timing
+	// Approach is the live alerter's approaching warnings
+	// (--approach-before, --approach-buffer): replay equals live only with
+	// the same.
+	Approach alerts.ApproachSettings
 
 	// Progress, when set, is called about every ProgressEvery (5 s when
 	// zero) while the replay runs, between two batches: a replay shorter
@@ -157,6 +161,7 @@ func Replay(ctx context.Context, zones alerts.Zones, in io.Reader, out io.Writer
 		return ReplayResult{}, err
 	}
 	eng.SetTiming(o.Timing)
+	eng.SetApproach(o.Approach)
 	every := o.ProgressEvery
 	if every <= 0 {
 		every = 5 * time.Second

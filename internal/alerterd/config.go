@@ -62,6 +62,11 @@ type Config struct {
 	// forgotten (engine and Redis).
 	SignalLostAfter time.Duration
 	DroneTTL        time.Duration
+	// Approaching warnings (alerts.ApproachSettings): the horizon by zone
+	// category ("restricted=30s,*=20s"; a zone's approach_before_s wins)
+	// and the buffer in metres.
+	ApproachBefore  string
+	ApproachBufferM int
 
 	Batch  int           // records per batch at most
 	Linger time.Duration // how long a batch waits to fill after its first record
@@ -148,6 +153,8 @@ func DefaultConfig() Config {
 		EventTTL:              dedup.DefaultEventTTL,
 		SignalLostAfter:       alerts.DefaultSignalLostAfter,
 		DroneTTL:              alerts.DefaultDroneTTL,
+		ApproachBefore:        alerts.DefaultApproachBefore,
+		ApproachBufferM:       alerts.DefaultApproachBufferM,
 		RedisReplicaTimeout:   redisreplica.DefaultTimeout,
 		Batch:                 500,
 		Linger:                20 * time.Millisecond,
@@ -234,6 +241,13 @@ func (c Config) Validate() error {
 		return badField("SignalLostAfter", "must be at least 1s (ingest ticks once a second)")
 	case c.DroneTTL < 15*time.Minute || c.DroneTTL < c.SignalLostAfter:
 		return badField("DroneTTL", "must be at least 15m (above ingest's 10-minute bound on a ts ahead) and at least --signal-lost-after")
+	case c.ApproachBufferM < 0 || c.ApproachBufferM > 10_000:
+		return badField("ApproachBufferM", "must be 0 to 10000 metres")
+	}
+	if _, err := alerts.ParseApproachBefore(c.ApproachBefore); err != nil {
+		return badField("ApproachBefore", err.Error())
+	}
+	switch {
 	case c.RedisMinReplicas < 0:
 		return badField("RedisMinReplicas", "must be 0 (off) or the number of replicas each write must reach")
 	case c.RedisReplicaTimeout < 10*time.Millisecond || c.RedisReplicaTimeout > 2*time.Second:
@@ -344,6 +358,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},
 	{Name: "AllowEmptyZones", Flag: "allow-empty-zones", Env: "NOFLY_ALLOW_EMPTY_ZONES", Usage: "start (and reload) with a zone file that leaves no zone, which raises no alarm"},
 	{Name: "SignalLostAfter", Flag: "signal-lost-after", Env: "NOFLY_SIGNAL_LOST_AFTER", Usage: "an active alarm whose drone was not heard this long on the log's clock gets one signal_lost event (the alarm stays active; the next position emits signal_regained)"},
+	{Name: "ApproachBefore", Flag: "approach-before", Env: "NOFLY_APPROACH_BEFORE", Usage: "approaching warnings: warn when a drone is predicted to enter a zone within this time, by zone category (category=duration, comma-separated; * for every other category; 0s turns one off, \"\" all); a zone's approach_before_s property overrides it"},
+	{Name: "ApproachBufferM", Flag: "approach-buffer", Env: "NOFLY_APPROACH_BUFFER", Usage: "approaching warnings: warn a drone closing on a zone within this many metres of its edge, whatever its predicted time"},
 	{Name: "DroneTTL", Flag: "drone-ttl", Env: "NOFLY_DRONE_TTL", Usage: "a drone without an active alarm not heard this long on the log's clock is forgotten (engine and Redis; a drone that raised is kept --event-ttl after the raise)"},
 	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
 	{Name: "Linger", Flag: "linger", Env: "NOFLY_ALERTER_LINGER", Usage: "how long a batch waits to fill after its first record"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/geofence"
 )
@@ -25,7 +26,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	fs.field(&c, "Batch", usages["Batch"])
 	fs.field(&c, "LogLevel", usages["LogLevel"])
-	for _, f := range []string{"SignalLostAfter", "DroneTTL", "EventTTL"} {
+	for _, f := range []string{"SignalLostAfter", "DroneTTL", "EventTTL", "ApproachBefore", "ApproachBufferM"} {
 		fs.field(&c, f, usages[f])
 	}
 	input := fs.String("input", "", "recorded telemetry, NDJSON one record per line (- for stdin); a line's receive time, the log's clock, from its \"received\" (RFC 3339) or a \"<unix ms>\\t\" prefix (kcat -f '%T\\t%s\\n'); tick lines {\"tick\":...} move the clock too")
@@ -52,6 +53,11 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return badField("SignalLostAfter", "must be at least 1s")
 	case c.DroneTTL < c.SignalLostAfter:
 		return badField("DroneTTL", "must be at least --signal-lost-after")
+	case c.ApproachBufferM < 0 || c.ApproachBufferM > 10_000:
+		return badField("ApproachBufferM", "must be 0 to 10000 metres")
+	}
+	if _, err := alerts.ParseApproachBefore(c.ApproachBefore); err != nil {
+		return badField("ApproachBefore", err.Error())
 	}
 	log := newLogger(stderr, c.LogLevel)
 	var ix *geofence.Index // the zones before the first switch
@@ -98,7 +104,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	// Without --zones, ix is nil: every record is after a switch
 	// (historySwitches checks).
 	res, err := consume.Replay(ctx, ix, in, stdout, consume.ReplayOptions{Name: name, Batch: c.Batch, Strict: *strict,
-		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches, AuthSwitches: authSwitches, Timing: c.timing(),
+		Partition: max(*partition, 0), FirstOffset: *firstOffset, Switches: switches, AuthSwitches: authSwitches, Timing: c.timing(), Approach: c.approach(),
 		Progress: func(p consume.ReplayProgress) { logProgress(log, p, size) }, ProgressEvery: replayProgressEvery})
 	if err != nil {
 		return err
@@ -108,6 +114,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		"duplicates", res.Duplicates, "raised", res.Raised, "cleared", res.Cleared,
 		"signal_lost", res.SignalLost, "signal_regained", res.SignalRegained, "forgotten", res.Forgotten,
 		"authorized", res.Authorized, "unauthorized", res.Unauthorized,
+		"approaching", res.Approaching, "approach_ended", res.ApproachEnded,
 		"bad_lines", res.Input.Bad, "fields_dropped", res.Input.DroppedBy)
 	return res.Input.Err()
 }
