@@ -47,7 +47,16 @@ func referenceReloadedAt(sets [][]refZone, switchAt []int, sc *scenario.Scenario
 	for i := range sc.Records {
 		recs[i] = ref.Rec{Pos: sc.Records[i], At: sc.Received[i]}
 	}
-	return ref.Run(ref.Input{Sets: sets, SwitchAt: switchAt, Recs: recs, Partitions: partitions})
+	return ref.Run(ref.Input{Sets: sets, SwitchAt: switchAt, Recs: recs, Partitions: partitions, Approach: defaultApproach()})
+}
+
+// defaultApproach is the alerter's default approaching warnings
+// (DefaultConfig) as the reference takes them: the proofs hold the
+// approaching events to the reference like every other.
+func defaultApproach() ref.ApproachSettings {
+	c := DefaultConfig()
+	a := c.approach()
+	return ref.ApproachSettings{Before: a.Before, BufferM: a.BufferM}
 }
 
 // compareEvents reports missing, unexpected and duplicate events of got
