@@ -54,8 +54,8 @@ const (
 	approachAway = 10 * time.Second
 	// approachHold widens the horizon and the buffer into the hold band.
 	approachHold = 1.5
-	// closingRate is the decrease of distance, in metres per second of ts,
-	// that counts as closing.
+	// closingRate is the decrease of distance along the drone's velocity,
+	// in metres per second, that counts as closing.
 	closingRate = 0.5
 	// metresPerDegree is the flat frame's scale (the contract's sphere,
 	// 6378137 m).
@@ -105,18 +105,13 @@ func (e *Engine) SetApproach(a ApproachSettings) {
 }
 
 // ApproachState is a drone's approach state for one zone: an open
-// episode, or a zone that qualified once, or one near enough that its
-// distance is remembered for the closing test.
+// episode, or a zone that qualified at its last position.
 type ApproachState struct {
 	Zone string `json:"zone"`
 	// ID is the open episode's approach id ("" none open).
 	ID string `json:"id,omitempty"`
 	// N counts the consecutive positions the zone qualified at.
 	N int64 `json:"n,omitempty"`
-	// D is the distance to the zone's area at the last position, in
-	// metres, when HasD.
-	D    float64 `json:"d,omitempty"`
-	HasD bool    `json:"hd,omitempty"`
 	// Away is the ts (unix ms) the drone left the open episode's hold
 	// band, 0 while within it.
 	Away int64 `json:"away,omitempty"`
@@ -133,8 +128,8 @@ type approaches interface {
 	Approaches(p geofence.Point, vE, vN, horizonS, bufferM float64, dst []geofence.Approach) []geofence.Approach
 }
 
-// distances measures how far a point is from a zone's area (for the
-// closing test when the last position's distance is not remembered).
+// distances measures how far a point is from a zone's area (the closing
+// test).
 type distances interface {
 	DistanceM(zoneID string, p geofence.Point) (float64, bool)
 }
@@ -208,7 +203,6 @@ func (e *Engine) approach(d *drone, prev *Fix, p *telemetry.Position, events []E
 	speed := math.Hypot(vE, vN)
 	pt := PointOf(p)
 	e.aps = ax.Approaches(pt, vE, vN, approachHold*horizon.Seconds(), approachHold*a.BufferM, e.aps[:0])
-	dt := p.TS.Sub(prev.TS).Seconds()
 	ts := p.TS.UnixMilli()
 	first := len(events)
 	old := d.Approaches
@@ -229,14 +223,9 @@ func (e *Engine) approach(d *drone, prev *Fix, p *telemetry.Position, events []E
 		if o := findApproach(old, z.ID); o != nil {
 			st = *o
 		}
-		prevD, hasPrev := st.D, st.HasD
-		if !hasPrev && !prev.IsZero() {
-			prevD, hasPrev = e.distance(z.ID, prev)
-		}
 		predicted := !covered && speed >= approachMinSpeed && r.EtaS >= 0 && r.EtaS <= h
-		closing := !covered && r.DistM <= a.BufferM && hasPrev && dt > 0 && r.DistM < prevD-closingRate*dt
+		closing := !covered && speed >= approachMinSpeed && r.DistM <= a.BufferM && e.closing(z.ID, p, vE, vN, r.DistM)
 		hold := (r.EtaS >= 0 && r.EtaS <= approachHold*h) || r.DistM <= approachHold*a.BufferM
-		st.D, st.HasD = r.DistM, true
 		switch {
 		case predicted || closing:
 			st.N++
@@ -262,12 +251,12 @@ func (e *Engine) approach(d *drone, prev *Fix, p *telemetry.Position, events []E
 			if hold {
 				st.Away = 0
 			} else if events = e.away(d, &st, p, ts, events); st.ID == "" {
-				st = ApproachState{Zone: z.ID, D: r.DistM, HasD: true}
+				st = ApproachState{Zone: z.ID}
 			}
 		default:
 			st.N = 0
 		}
-		if st.ID != "" || st.N > 0 || st.HasD {
+		if st.ID != "" || st.N > 0 {
 			next = append(next, st)
 		}
 	}
@@ -282,7 +271,7 @@ func (e *Engine) approach(d *drone, prev *Fix, p *telemetry.Position, events []E
 			events = append(events, e.ended(d, &st, p, ReasonZoneRemoved))
 			continue
 		}
-		st.N, st.HasD, st.D = 0, false, 0
+		st.N = 0
 		if events = e.away(d, &st, p, ts, events); st.ID != "" {
 			next = append(next, st)
 		}
@@ -364,14 +353,19 @@ func findApproach(l []ApproachState, zone string) *ApproachState {
 	return nil
 }
 
-// distance is the distance from the kept position f to the zone's area,
-// when the zone set can tell.
-func (e *Engine) distance(zone string, f *Fix) (float64, bool) {
+// closing reports whether the drone at p, moving at (vE, vN), is dist
+// from the zone now and more than closingRate metres closer a second of
+// travel on: its velocity, smoothed, closes on the zone (a raw distance
+// difference would be GNSS noise).
+func (e *Engine) closing(zone string, p *telemetry.Position, vE, vN, dist float64) bool {
 	ds, ok := e.zones.(distances)
 	if !ok {
-		return 0, false
+		return false
 	}
-	return ds.DistanceM(zone, f.Point(f.TS))
+	lat := p.Lat + vN/metresPerDegree
+	lon := p.Lon + vE/(metresPerDegree*math.Cos(p.Lat*math.Pi/180))
+	next, ok := ds.DistanceM(zone, geofence.Point{Lat: lat, Lon: lon, Time: p.TS})
+	return ok && next < dist-closingRate
 }
 
 // maxHorizon is the longest horizon of the settings and of the zone set's
@@ -407,13 +401,6 @@ func (a *ApproachState) appendJSON(dst []byte) []byte {
 	if a.N != 0 {
 		dst = append(dst, `,"n":`...)
 		dst = strconv.AppendInt(dst, a.N, 10)
-	}
-	if a.D != 0 {
-		dst = append(dst, `,"d":`...)
-		dst = appendFloat(dst, a.D)
-	}
-	if a.HasD {
-		dst = append(dst, `,"hd":true`...)
 	}
 	if a.Away != 0 {
 		dst = append(dst, `,"away":`...)

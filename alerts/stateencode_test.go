@@ -51,8 +51,8 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"authorised": {Seq: 2, Alarms: []alerts.ActiveAlarm{{Zone: "Z", Alarm: "a", FP: "f", Auth: "police-<1>", AuthRef: "PERMIT \"7\"", AuthUntil: 1764669600123, AuthN: 3},
 			{Zone: "Y", Alarm: "b", FP: "g", AuthN: 2}}},
 		"approaching": {Seq: 4, VE: -3.25, VN: 1e-7, VK: true, Approaches: []alerts.ApproachState{
-			{Zone: "A<1>", ID: "abc", N: 3, D: 12.5, HasD: true, Away: 1764669600123, EtaS: ptr(7.5), EntryLat: 51.1, EntryLon: -0.2},
-			{Zone: "B", N: 1, HasD: true}}},
+			{Zone: "A<1>", ID: "abc", N: 3, Away: 1764669600123, EtaS: ptr(7.5), EntryLat: 51.1, EntryLon: -0.2},
+			{Zone: "B", N: 1}}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })

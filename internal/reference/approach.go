@@ -248,10 +248,14 @@ func (pr *partitionRun) approach(d *refDrone, zones []Zone, auths []Auth, T time
 			dist = z.distance(p)
 		}
 		band := predicted && eta <= 1.5*H || nearOn && dist <= 1.5*B
+		// Closing: the area more than 0.5 m nearer one second along the
+		// (smoothed) velocity than here.
 		closing := false
-		if nearOn && dist <= B && prev != nil {
-			dt := p.TS.Sub(prev.TS).Seconds()
-			closing = dist < z.distance(prev)-0.5*dt
+		if nearOn && dist <= B && d.v != nil && math.Hypot(d.v[0], d.v[1]) >= 1 {
+			ahead := *p
+			ahead.Lat = p.Lat + d.v[1]/(6378137*math.Pi/180)
+			ahead.Lon = p.Lon + d.v[0]/(6378137*math.Pi/180*math.Cos(p.Lat*math.Pi/180))
+			closing = z.distance(&ahead) < dist-0.5
 		}
 		qualifies := (predicted && eta <= H || closing) && Covering(auths, p.DroneID, z.id, z.category, T) == nil
 

@@ -154,11 +154,12 @@ func TestApproaching(t *testing.T) {
 			}(),
 		},
 		{
-			// 0.8 m/s: no prediction; 50 m away at i = 12.5, closing by
-			// 0.8 m/s > 0.5: qualifies at 13, opens at 14, holds.
+			// 1.2 m/s: no prediction (50 m at 1.2 m/s is 42 s, beyond
+			// the 30 s horizon); 50 m away at i = 8.3, closing by 1.2 m
+			// a second > 0.5: qualifies at 9, opens at 10, holds.
 			name: "near and closing, slow", zones: []string{S}, s: thirty,
-			recs: east(0, 40, -60, 0.8),
-			want: []Event{approaching("S", 14)},
+			recs: east(0, 40, -60, 1.2),
+			want: []Event{approaching("S", 10)},
 			eta:  [2]float64{-1, -1},
 		},
 		{
