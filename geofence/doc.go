@@ -48,7 +48,10 @@
 //     MultiPolygon, or Point with properties.radius_m; properties id
 //     (required, unique), name, category, floor_m / ceiling_m with
 //     floor_ref / ceiling_ref (AMSL default, AGL, WGS84), active_from /
-//     active_until (RFC 3339), clear_buffer_m (default 0). An optional
+//     active_until (RFC 3339), clear_buffer_m (default 0),
+//     approach_before_s (Zone.ApproachBefore: seconds, > 0 and <= 3600,
+//     how long before a predicted entry to warn; unset, the alerter's
+//     default for the category applies; not fingerprinted). An optional
 //     top-level "version" names the set. ParseGeoJSON. Flight Blender's
 //     geofence properties are read as ours, with a warning: upper_limit
 //     as ceiling_m, lower_limit as floor_m (metres; the format gives no
@@ -94,14 +97,15 @@
 // their positions and the point where they meet, as lon, lat); no NaN or
 // infinity; latitude in [-90, 90], longitude in [-180, 180]; radius > 0;
 // floor < ceiling when both are in the same reference; clear_buffer_m >=
-// 0; active_from < active_until; ids unique, each 1 to 256 characters
-// (MaxIDLen) of which none is a control character (CheckID; any other
-// character, "/" included, is an id's: the alert API percent-decodes its
-// path, so /v1/zones/a%2Fb is zone "a/b"). Before any of it the document
-// itself (CheckText): valid UTF-8, since a bad byte would be read as U+FFFD
-// but stored and served as sent, and arrays and objects nested at most 64
-// (MaxDepth) deep, which the formats need a tenth of and clients' JSON
-// parsers need bounded; the error names the field's JSON path and the byte.
+// 0; 0 < approach_before_s <= 3600; active_from < active_until; ids
+// unique, each 1 to 256 characters (MaxIDLen) of which none is a control
+// character (CheckID; any other character, "/" included, is an id's: the
+// alert API percent-decodes its path, so /v1/zones/a%2Fb is zone "a/b").
+// Before any of it the document itself (CheckText): valid UTF-8, since a
+// bad byte would be read as U+FFFD but stored and served as sent, and
+// arrays and objects nested at most 64 (MaxDepth) deep, which the formats
+// need a tenth of and clients' JSON parsers need bounded; the error names
+// the field's JSON path and the byte.
 //
 // # Missing and unknown values
 //
@@ -133,6 +137,7 @@
 //	start_time, end_time            as active_from, active_until, warning
 //	radius_m                        error for a Point                     error; numeric string read, warning
 //	clear_buffer_m                  0                                     error (< 0 too); numeric string read, warning
+//	approach_before_s               unset: the alerter's default          error (<= 0, > 3600 too); numeric string read, warning
 //	any other property              -                                     warning naming feature and key; Strict: error
 //	lowerLimit, upperLimit; layer lower, upper
 //	                                no floor, no ceiling (null too)       error; numeric string read, warning
@@ -181,6 +186,25 @@
 // to polygons are measured in a local equirectangular projection around
 // the position (accurate to well under 1% for buffers up to tens of
 // kilometres away from the poles); to circles, along the great circle.
+//
+// # Approaches
+//
+// Index.Approaches(p, vE, vN, horizonS, bufferM) looks ahead: the zones
+// that the straight path from p at velocity (vE, vN) m/s enters within
+// horizonS seconds (EtaS, the entry point) or whose area is within bufferM
+// of p now (DistM), one per zone in the set's order. The path is straight
+// in the local equirectangular projection around p that hysteresis
+// distances use, so polygon entries are exact crossings of their
+// longitude/latitude edges; circle entries are the roots of the haversine
+// test Query applies, so stepping along the path with Query finds the
+// same entry. Only volumes whose vertical limits hold at p's heights count
+// (the heights are taken to stay; unknown ones count as within); a zone
+// containing p is left out (Query reports it); an entry counts when the
+// zone is active at the entry's time, a buffer approach when it is active
+// now. A path across the antimeridian is followed; within metres of a pole
+// there is no path, and within about a degree distances to a polar cap
+// are to its pole side (the projection degenerates). ApproachBefore, the
+// zone's own warning horizon, is the caller's to apply.
 //
 // # Index
 //

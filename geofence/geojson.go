@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -122,19 +123,21 @@ var geoNames = fieldNames{
 	ring: func(v, p, r int) string {
 		return idx(idx("geometry.coordinates", p), r)
 	},
-	center:  func(int) string { return "geometry.coordinates" },
-	radius:  func(int) string { return "properties.radius_m" },
-	floor:   func(int) string { return "properties.floor_m" },
-	ceiling: func(int) string { return "properties.ceiling_m" },
-	buffer:  "properties.clear_buffer_m",
-	from:    "properties.active_from",
-	until:   "properties.active_until",
+	center:   func(int) string { return "geometry.coordinates" },
+	radius:   func(int) string { return "properties.radius_m" },
+	floor:    func(int) string { return "properties.floor_m" },
+	ceiling:  func(int) string { return "properties.ceiling_m" },
+	buffer:   "properties.clear_buffer_m",
+	approach: "properties.approach_before_s",
+	from:     "properties.active_from",
+	until:    "properties.active_until",
 }
 
 // geoProps are the properties of docs/design.md's GeoJSON zones.
 var geoProps = map[string]bool{
 	"id": true, "name": true, "category": true, "floor_m": true, "ceiling_m": true, "floor_ref": true, "ceiling_ref": true,
 	"active_from": true, "active_until": true, "clear_buffer_m": true, "radius_m": true,
+	"approach_before_s": true,
 }
 
 // geoAliases maps the names other published formats give our properties:
@@ -186,6 +189,7 @@ func parseGeoFeature(i int, raw json.RawMessage, ps *problems) *Zone {
 	v.Floor = pr.limit("floor_m", "floor_ref", fe)
 	v.Ceiling = pr.limit("ceiling_m", "ceiling_ref", fe)
 	z.ClearBufferM, _ = pr.num("clear_buffer_m")
+	z.ApproachBefore = pr.seconds("approach_before_s", MaxApproachBefore)
 	z.ActiveFrom, _ = pr.time("active_from", false, fe)
 	z.ActiveUntil, _ = pr.time("active_until", true, fe)
 	radius, hasRadius := pr.num("radius_m")
@@ -347,6 +351,22 @@ func (p props) num(key string) (float64, bool) {
 	}
 	p.report(key, "must be a number")
 	return 0, false
+}
+
+// seconds reads a duration in seconds, > 0 and <= most; absent or null is
+// 0 (unset). An explicit 0 is refused like any value out of range: a file
+// wanting the default leaves the property out.
+func (p props) seconds(key string, most time.Duration) time.Duration {
+	v, ok := p.num(key)
+	if !ok {
+		return 0
+	}
+	d := time.Duration(math.Round(v * float64(time.Second)))
+	if !(v > 0) || d <= 0 || v > most.Seconds() {
+		p.report(key, fmt.Sprintf("must be a number of seconds > 0 and <= %v, not %v", most.Seconds(), v))
+		return 0
+	}
+	return d
 }
 
 func (p props) time(key string, end bool, f *feat) (time.Time, bool) {

@@ -19,6 +19,7 @@ type fieldNames struct {
 	floor    func(v int) string
 	ceiling  func(v int) string
 	buffer   string
+	approach string
 	from     string
 	until    string
 }
@@ -33,13 +34,14 @@ var genericNames = fieldNames{
 	ring: func(v, p, r int) string {
 		return idx(idx(idx("Volumes", v)+".Area", p), r)
 	},
-	center:  func(v int) string { return idx("Volumes", v) + ".Circle.Center" },
-	radius:  func(v int) string { return idx("Volumes", v) + ".Circle.RadiusM" },
-	floor:   func(v int) string { return idx("Volumes", v) + ".Floor" },
-	ceiling: func(v int) string { return idx("Volumes", v) + ".Ceiling" },
-	buffer:  "ClearBufferM",
-	from:    "ActiveFrom",
-	until:   "ActiveUntil",
+	center:   func(v int) string { return idx("Volumes", v) + ".Circle.Center" },
+	radius:   func(v int) string { return idx("Volumes", v) + ".Circle.RadiusM" },
+	floor:    func(v int) string { return idx("Volumes", v) + ".Floor" },
+	ceiling:  func(v int) string { return idx("Volumes", v) + ".Ceiling" },
+	buffer:   "ClearBufferM",
+	approach: "ApproachBefore",
+	from:     "ActiveFrom",
+	until:    "ActiveUntil",
 }
 
 // checkZone adds a problem for everything wrong with z.
@@ -81,6 +83,9 @@ func checkZone(z *Zone, n *fieldNames, add func(field, msg string)) {
 	}
 	if !finite(z.ClearBufferM) || z.ClearBufferM < 0 {
 		add(n.buffer, fmt.Sprintf("must be a number >= 0, not %v", z.ClearBufferM))
+	}
+	if z.ApproachBefore < 0 || z.ApproachBefore > MaxApproachBefore {
+		add(n.approach, fmt.Sprintf("must be > 0 and <= %v (0: unset), not %v", MaxApproachBefore, z.ApproachBefore))
 	}
 	if !z.ActiveFrom.IsZero() && !z.ActiveUntil.IsZero() && !z.ActiveFrom.Before(z.ActiveUntil) {
 		add(n.from, "must be before "+n.until)

@@ -237,11 +237,24 @@ type Zone struct {
 	Windows []Window
 	// ClearBufferM is the hysteresis distance in metres (see package doc).
 	ClearBufferM float64
+	// ApproachBefore is how long before a predicted entry (Index.Approaches)
+	// the alerter warns of this zone, at most an hour; 0 is unset: the
+	// alerter's default for the zone's category applies. GeoJSON's
+	// approach_before_s; ED-269 and ED-318 have no such field.
+	//
+	// It is left out of the fingerprint on purpose: it says when to warn,
+	// not where the zone is, so changing it must not clear and re-raise the
+	// zone's alarms as a changed zone does.
+	ApproachBefore time.Duration
 	// Fingerprint is a stable hash of the zone's canonical definition
-	// (every field above): equal fingerprints mean equal zones. It is set by
-	// the parsers and by NewIndex.
+	// (every field above but ApproachBefore): equal fingerprints mean equal
+	// zones. It is set by the parsers and by NewIndex.
 	Fingerprint string
 }
+
+// MaxApproachBefore bounds Zone.ApproachBefore: a warning more than an
+// hour ahead predicts nothing, a straight path being assumed.
+const MaxApproachBefore = time.Hour
 
 // Active reports whether the zone is active at t.
 func (z *Zone) Active(t time.Time) bool {
@@ -294,8 +307,10 @@ func (b *fpBuf) limit(l *Limit) {
 }
 
 // ComputeFingerprint returns the hash of the zone's canonical definition:
-// every exported field but Fingerprint, so two zones have the same
-// fingerprint iff they have the same definition.
+// every exported field but Fingerprint and ApproachBefore, so two zones
+// have the same fingerprint iff they have the same definition.
+// ApproachBefore is a warning horizon, not a definition: hashing it would
+// make Diff report the zone changed, which clears and re-raises its alarms.
 func (z *Zone) ComputeFingerprint() string {
 	n := 256
 	for _, v := range z.Volumes {
@@ -367,11 +382,17 @@ type ZoneSet struct {
 	ZoneVersion int64
 }
 
-// contentVersion derives a version from the zones' fingerprints.
+// contentVersion derives a version from the zones' fingerprints and
+// warning horizons: a set whose only change is an approach_before_s is
+// another set (the fingerprints leave it out, see Zone.ApproachBefore), and
+// a set without horizons keeps the version it had before they existed.
 func contentVersion(zones []*Zone) string {
 	fps := make([]string, len(zones))
 	for i, z := range zones {
 		fps[i] = z.Fingerprint
+		if z.ApproachBefore != 0 {
+			fps[i] += "/approach_before=" + strconv.FormatInt(int64(z.ApproachBefore), 10)
+		}
 	}
 	sort.Strings(fps)
 	h := sha256.New()
