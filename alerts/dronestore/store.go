@@ -91,6 +91,21 @@ type Alarm struct {
 	// no signal_regained since), when it was last heard on the log's
 	// clock; null while it is heard.
 	SignalLostSince *time.Time `json:"signal_lost_since"`
+	// Authorization is the authorisation covering the alarm when last
+	// looked at (null: none, it pages).
+	Authorization *alerts.AuthRef `json:"authorization"`
+}
+
+// Approach is one of a drone's open approach episodes (docs/design.md,
+// "Approaching warnings") as its state holds it after its last position.
+type Approach struct {
+	ApproachID string `json:"approach_id"`
+	ZoneID     string `json:"zone_id"`
+	// EtaS is the predicted seconds to entry from the drone's last
+	// position (its ts), and Entry the predicted entry point; null when
+	// the drone is only near and closing.
+	EtaS  *float64       `json:"eta_s"`
+	Entry *alerts.LatLon `json:"entry"`
 }
 
 // Point is a position: the last known one, or one of the track's.
@@ -125,6 +140,8 @@ type Drone struct {
 	LastSeen     *time.Time `json:"last_seen"`
 	Stale        bool       `json:"stale"`
 	ActiveAlarms []Alarm    `json:"active_alarms"`
+	// Approaching are its open approach episodes, by zone id.
+	Approaching []Approach `json:"approaching"`
 
 	pos  alerts.Fix // the state's position (zero: unknown)
 	seen int64      // LastSeen in unix ms (0: unknown)
@@ -155,7 +172,17 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 		return Drone{}, fmt.Errorf("dronestore: partition %d drone %q: %w", p, id, err)
 	}
 	d := Drone{DroneID: id, Partition: p, Seq: st.Seq, SeqResets: st.Resets, Dropped: []string{},
-		ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), pos: st.Pos, seen: st.Seen}
+		ActiveAlarms: make([]Alarm, 0, len(st.Alarms)), Approaching: []Approach{}, pos: st.Pos, seen: st.Seen}
+	for _, ap := range st.Approaches {
+		if ap.ID == "" {
+			continue // qualified once, not yet an episode
+		}
+		a := Approach{ApproachID: ap.ID, ZoneID: ap.Zone, EtaS: ap.EtaS}
+		if ap.EtaS != nil {
+			a.Entry = &alerts.LatLon{Lat: ap.EntryLat, Lon: ap.EntryLon}
+		}
+		d.Approaching = append(d.Approaching, a)
+	}
 	if st.Seen > 0 {
 		t := time.UnixMilli(st.Seen).UTC()
 		d.LastSeen = &t
@@ -172,6 +199,9 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 		if a.Lost != 0 {
 			t := time.UnixMilli(a.Lost).UTC()
 			al.SignalLostSince = &t
+		}
+		if a.Auth != "" {
+			al.Authorization = &alerts.AuthRef{ID: a.Auth, Reference: a.AuthRef, Until: time.UnixMilli(a.AuthUntil).UTC()}
 		}
 		if al.AlarmID == "" {
 			al.AlarmID = alerts.AlarmID(id, a.Zone, a.RaisedSeq)
