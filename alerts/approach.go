@@ -206,6 +206,9 @@ func (e *Engine) approach(d *drone, prev *Fix, p *telemetry.Position, events []E
 	ts := p.TS.UnixMilli()
 	first := len(events)
 	old := d.Approaches
+	if len(old) == 0 && len(e.aps) == 0 {
+		return events // far from every zone: nothing to decide, nothing allocated
+	}
 	next := make([]ApproachState, 0, len(old)+len(e.aps))
 	seen := e.apSeen[:0]
 	for i := range e.aps {

@@ -58,25 +58,35 @@ func BenchmarkEngineApply(b *testing.B) {
 			for i := range tc.recs {
 				recs[i] = alerts.Record{Offset: int64(i), Value: tc.recs[i].AppendJSON(nil)}
 			}
-			b.Run("apply", func(b *testing.B) {
-				b.ReportAllocs()
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				mallocs := ms.Mallocs
-				var e *alerts.Engine
-				for i := 0; i < b.N; {
-					if i%len(recs) == 0 {
-						e, _ = alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
+			// "apply" with approaching warnings off, "apply-approaching" with
+			// the alerter's default (30 s, 50 m): side by side, the cost of
+			// the warnings.
+			for _, ap := range []struct {
+				name string
+				on   alerts.ApproachSettings
+			}{{"apply", alerts.ApproachSettings{}},
+				{"apply-approaching", alerts.ApproachSettings{Before: map[string]time.Duration{"*": 30 * time.Second}, BufferM: 50}}} {
+				b.Run(ap.name, func(b *testing.B) {
+					b.ReportAllocs()
+					var ms runtime.MemStats
+					runtime.ReadMemStats(&ms)
+					mallocs := ms.Mallocs
+					var e *alerts.Engine
+					for i := 0; i < b.N; {
+						if i%len(recs) == 0 {
+							e, _ = alerts.NewEngine(0, dedup.Snapshot{Applied: dedup.NoVersion})
+							e.SetApproach(ap.on)
+						}
+						start := i % len(recs)
+						end := min(start+500, len(recs), start+b.N-i)
+						e.Apply(ix, recs[start:end])
+						i += end - start
 					}
-					start := i % len(recs)
-					end := min(start+500, len(recs), start+b.N-i)
-					e.Apply(ix, recs[start:end])
-					i += end - start
-				}
-				runtime.ReadMemStats(&ms)
-				b.ReportMetric(float64(ms.Mallocs-mallocs)/float64(b.N)*1000, "allocs/1000rec")
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			})
+					runtime.ReadMemStats(&ms)
+					b.ReportMetric(float64(ms.Mallocs-mallocs)/float64(b.N)*1000, "allocs/1000rec")
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+				})
+			}
 			// The baseline: telemetry.Decode of the same records, all the
 			// plain consumer does; Apply's cost above it is the engine's own.
 			b.Run("decode-only", func(b *testing.B) {
