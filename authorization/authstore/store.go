@@ -13,11 +13,10 @@ package authstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -80,8 +79,11 @@ var (
 	// or encode to more than MaxEntryBytes, after the ended ones older than
 	// the retention are pruned.
 	ErrFull = errors.New("authstore: the authorization set is full")
-	// ErrDuplicate: the set already holds the id (make another, NewID).
+	// ErrDuplicate: the set already holds the id (make another: NewID).
 	ErrDuplicate = errors.New("authstore: the authorization id is taken")
+	// ErrDecode: a stored entry does not decode (reading it again will
+	// not help).
+	ErrDecode = errors.New("authstore: stored entry does not decode")
 )
 
 // Options configure a Store.
@@ -196,7 +198,7 @@ func (s *Store) HistoryEntry(ctx context.Context, v int64) (entry string, ok boo
 func DecodeEntry(b []byte) (Entry, error) {
 	var e Entry
 	if err := json.Unmarshal(b, &e); err != nil {
-		return Entry{}, fmt.Errorf("authstore: decode entry: %w", err)
+		return Entry{}, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	if e.Authorizations == nil {
 		e.Authorizations = []authorization.Authorization{}
@@ -204,16 +206,22 @@ func DecodeEntry(b []byte) (Entry, error) {
 	return e, nil
 }
 
-// NewID returns a new authorisation id: 16 lowercase hex digits, the
-// milliseconds of now (so ids sort by creation) then 16 random bits. Two
-// made in one millisecond may collide; Create refuses the second
-// (ErrDuplicate) and the caller makes another.
-func NewID(now time.Time) (string, error) {
-	var r [2]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return "", fmt.Errorf("authstore: new id: %w", err)
+// NewID returns the id of an authorisation created now in the set cur: 16
+// lowercase hex digits, the unix milliseconds of now shifted 16 bits
+// left, or one above the set's highest id if that is not less. Ids then
+// sort by creation, whatever the instances' clocks; two creates made
+// against one version may get one id, and the compare-and-set lets one of
+// them through.
+func NewID(now time.Time, cur *authorization.Set) string {
+	next := uint64(max(now.UnixMilli(), 0)&(1<<48-1)) << 16
+	all := cur.All()
+	for i := len(all) - 1; i >= 0; i-- {
+		if n, err := strconv.ParseUint(all[i].ID, 16, 64); err == nil && len(all[i].ID) == 16 {
+			next = max(next, n+1)
+			break
+		}
 	}
-	return fmt.Sprintf("%012x%04x", uint64(now.UnixMilli())&(1<<48-1), binary.BigEndian.Uint16(r[:])), nil
+	return fmt.Sprintf("%016x", next)
 }
 
 // Create stores a as the next version after cur (the set the change was

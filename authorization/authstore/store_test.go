@@ -263,15 +263,17 @@ func TestMaxAuthorizations(t *testing.T) {
 	}
 }
 
-// TestNewID: ids are 16 lowercase hex digits, sorting by creation time.
+// TestNewID: ids are 16 lowercase hex digits and sort by creation, even
+// when the clock stands still or steps back.
 func TestNewID(t *testing.T) {
-	a, err := NewID(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := NewID(t0.Add(time.Millisecond))
-	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(a) || !(a < b) {
-		t.Errorf("ids %q, %q", a, b)
+	a := NewID(t0, nil)
+	set := authorization.NewSet(1, []authorization.Authorization{auth(a, "D", t0, t0.Add(time.Hour)), auth("zz-not-hex", "D", t0, t0.Add(time.Hour))})
+	b := NewID(t0, set)
+	c := NewID(t0.Add(-time.Hour), set)
+	d := NewID(t0.Add(time.Millisecond), set)
+	hex := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	if !hex.MatchString(a) || !hex.MatchString(b) || !(a < b) || b != c || !(b < d) {
+		t.Errorf("ids %q, %q, %q, %q", a, b, c, d)
 	}
 }
 
