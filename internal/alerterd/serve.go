@@ -16,6 +16,7 @@ import (
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/consume"
 	"github.com/nofly-dev/nofly/alerts/outbox"
+	"github.com/nofly-dev/nofly/authorization"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
@@ -47,6 +48,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	var zones geofence.Current
 	zones.Store(ix)
 	logZoneReport(log, "zones loaded", rep, ix.Version())
+	// The authorisations in use: filled by startAuthSync below, before the
+	// group runs; until then (and with nothing stored) none.
+	var auths authorization.Current
 
 	kc, err := cfg.openKafka(ctx, log)
 	if err != nil {
@@ -116,6 +120,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	// --zones when empty, followed every second; SIGHUP stores the file.
 	zsync, err := startZoneSync(ctx, cfg, rc, &zones, m, log)
 	if err != nil {
+		return err
+	}
+	// The authorisations from their versioned store (authsync.go): loaded
+	// before the group runs, followed every second.
+	if _, err := startAuthSync(ctx, cfg, rc, &auths, m, log); err != nil {
 		return err
 	}
 	hup := make(chan os.Signal, 1)
