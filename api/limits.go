@@ -60,15 +60,20 @@ var bulkRoutes = map[string]bool{
 	"GET /v1/zones": true, "PUT /v1/zones": true, "GET /v1/zones/history": true,
 	"GET /v1/zones/{id}": true, "PUT /v1/zones/{id}": true, "DELETE /v1/zones/{id}": true,
 	"GET /v1/map/zones": true, "GET /v1/drones": true,
+	// A change reads and writes the whole authorisation set (up to
+	// authstore.MaxEntryBytes), the history up to 1024 of them.
+	"POST /v1/authorizations": true, "DELETE /v1/authorizations/{authorization_id}": true,
+	"GET /v1/authorizations/history": true,
 }
 
 // largeAnswers are the routes whose answer can be large (a whole zone set,
-// up to 10,000 events, 1,000 alarms or drones, the zone history): their
+// up to 10,000 events, 1,000 alarms, drones or authorisations, the zone
+// and authorisation histories): their
 // writes are paced (httpserve.Paced) rather than cut by the write
 // timeout, so a client on a slow link gets them as long as it keeps
 // reading at --http-min-body-rate.
 func largeAnswer(route string) bool {
-	return bulkRoutes[route] || route == "GET /v1/events" || route == "GET /v1/alarms"
+	return bulkRoutes[route] || route == "GET /v1/events" || route == "GET /v1/alarms" || route == "GET /v1/authorizations"
 }
 
 // routeOf is "METHOD /pattern" of a routed request.
@@ -209,7 +214,7 @@ func (l *limits) limitBulk(next http.Handler) http.Handler {
 				waiting.Dec()
 				w.Header().Set("Retry-After", "1")
 				writeError(w, http.StatusServiceUnavailable, "busy",
-					fmt.Sprintf("%d zone set or drone list requests are running, the most at once (--api-max-bulk-requests); none finished within %v: retry", cap(l.bulk), l.bulkWait),
+					fmt.Sprintf("%d bulk requests (zone sets, authorisation changes, histories, drone lists) are running, the most at once (--api-max-bulk-requests); none finished within %v: retry", cap(l.bulk), l.bulkWait),
 					map[string]any{"max_bulk_requests": cap(l.bulk)})
 				return
 			case <-r.Context().Done():

@@ -20,6 +20,9 @@ import (
 // vet holds a routed /v1 request to its operation's description
 // (described.go), one rule for every route:
 //
+//   - A path that is a concrete route's is answered as that route: 405
+//     for a method it does not take, though a template (/v1/zones/{id})
+//     would match it too.
 //   - Path ids are percent-decoded whatever the client's escaping: chi
 //     routes on the escaped path when it differs from Go's own escaping
 //     (%c3%9c rather than %C3%9C, %2F), and its parameters are then the
@@ -45,6 +48,15 @@ func (s *Server) vet(next http.Handler) http.Handler {
 		if rr == nil {
 			next.ServeHTTP(w, r)
 			return
+		}
+		// A concrete path wins over a template, as OpenAPI matches paths:
+		// DELETE /v1/authorizations/history is the history's path, which
+		// takes GET only (405), not a revocation of an id "history".
+		if len(rc.URLParams.Keys) > 0 {
+			if ms := allowed(r); len(ms) > 0 && !slices.Contains(ms, r.Method) {
+				methodNotAllowed(w, r, ms)
+				return
+			}
 		}
 		for i, k := range rc.URLParams.Keys {
 			v := rc.URLParams.Values[i]
@@ -109,15 +121,16 @@ func (s *Server) vet(next http.Handler) http.Handler {
 // paramMessages say, for a client, what a parameter must be; a parameter
 // without one gets its schema's pattern.
 var paramMessages = map[string]string{
-	"alarm_id": "must be an alarm id: 32 lowercase hex digits",
-	"drone_id": "must be a drone id: 1-64 characters of [A-Za-z0-9._:-]",
-	"drone":    "must be a drone id: 1-64 characters of [A-Za-z0-9._:-]",
-	"id":       "must be a zone id: 1-256 characters, none a control character",
-	"zone":     "must be a zone id: 1-256 characters, none a control character",
-	"category": "must be 1-256 characters, none a control character",
-	"bbox":     bboxMessage,
-	"after":    "not a cursor this API returned (base64url)",
-	"cursor":   "not a cursor this API returned",
+	"alarm_id":         "must be an alarm id: 32 lowercase hex digits",
+	"authorization_id": "must be an authorization id: 16 lowercase hex digits",
+	"drone_id":         "must be a drone id: 1-64 characters of [A-Za-z0-9._:-]",
+	"drone":            "must be a drone id: 1-64 characters of [A-Za-z0-9._:-]",
+	"id":               "must be a zone id: 1-256 characters, none a control character",
+	"zone":             "must be a zone id: 1-256 characters, none a control character",
+	"category":         "must be 1-256 characters, none a control character",
+	"bbox":             bboxMessage,
+	"after":            "not a cursor this API returned (base64url)",
+	"cursor":           "not a cursor this API returned",
 }
 
 // check says why v does not fit the parameter's schema, or "".

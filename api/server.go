@@ -215,6 +215,12 @@ func allowed(r *http.Request) []string {
 	return ms
 }
 
+// methodNotAllowed answers 405 with the methods the path takes.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, ms []string) {
+	w.Header().Set("Allow", strings.Join(ms, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", httpguard.Clip(r.Method, 20)+" is not allowed on "+httpguard.Quote(r.URL.Path, 200), nil)
+}
+
 // Handler returns the router of everything served on the alerter's HTTP
 // listener: /healthz, /readyz, /metrics and /openapi.json, open and on in
 // every mode, and the /v1 API behind (in this order) the per-address rate
@@ -229,10 +235,7 @@ func (s *Server) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+httpguard.Quote(r.URL.Path, 200), nil)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", strings.Join(allowed(r), ", "))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", httpguard.Clip(r.Method, 20)+" is not allowed on "+httpguard.Quote(r.URL.Path, 200), nil)
-	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { methodNotAllowed(w, r, allowed(r)) })
 	s.mountOps(r)
 	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
@@ -242,6 +245,7 @@ func (s *Server) Handler() http.Handler {
 		ev := s.mountEvents(r)
 		s.mountMap(r, ev)
 		s.mountZones(r)
+		s.mountAuthorizations(r)
 		s.mountDrones(r)
 	})
 	return r

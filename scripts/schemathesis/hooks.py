@@ -52,6 +52,20 @@ And for the alert API's description (scripts/schemathesis-alerter.sh):
 - GET /v1/drones refuses a bbox whose min is above its max (400), as its
   description says and its pattern cannot; filter_failure excuses that 400
   when the bbox sent is so.
+- Authorisations (POST /v1/authorizations) are validated whole: the
+  description says in prose what a schema cannot (until after from and at
+  most 366 days later, a reason not only spaces, lengths in UTF-8 bytes).
+  map_case sends a valid authorisation in three in four positive POSTs;
+  those must be created (201). filter_failure excuses invalid_authorization
+  for the other, generated bodies only. Authorisation ids name nothing
+  unless one was created: map_case puts an id an answer handed out (201s
+  and lists, collected by after_call) in three in four positive requests
+  of /v1/authorizations/{authorization_id}, so GET and DELETE reach their
+  200s (and DELETE its 409, already ended). If-Match of POST and DELETE is
+  the authorisation set's version, tracked as the zone set's is. DELETE is
+  a revocation: the authorisation stays, ended (its description says so),
+  so the stateful phase's "deleted resource still available" is excused
+  when the GET after it answers it revoked and ended.
 """
 
 import datetime
@@ -343,6 +357,7 @@ if os.environ.get("NOFLY_ST_ZONES"):
         ZONE_SET = json.load(f)
 CURSOR_PARAMS = {"/v1/alarms": "cursor", "/v1/drones": "cursor", "/v1/events": "after"}
 ZONE_CHANGES = {("PUT", "/v1/zones"), ("PUT", "/v1/zones/{id}"), ("DELETE", "/v1/zones/{id}")}
+AUTH_CHANGES = {("POST", "/v1/authorizations"), ("DELETE", "/v1/authorizations/{authorization_id}")}
 
 lock = threading.Lock()
 # Every cursor an answer handed out, by route: one route's cursor is not
@@ -353,7 +368,9 @@ for pair in env_list("NOFLY_ST_CURSORS"):
     if route in cursors and c:
         cursors[route].add(c)
 zone_version = [int(os.environ.get("NOFLY_ST_ZONE_VERSION", "1"))]  # the latest ETag seen
-made = set()  # the ids of the cases whose zone body map_case made (valid ones)
+auth_version = [0]  # the authorisation set's latest ETag seen
+auth_ids = set()  # the authorisation ids answers handed out
+made = set()  # the ids of the cases whose zone or authorisation body map_case made (valid ones)
 
 
 def positive(case, location):
@@ -381,9 +398,48 @@ def valid_feature(zone_id, salt):
             "properties": props}
 
 
+def valid_authorization(salt):
+    """An authorisation the server takes: a window around now, a zone of the scenario or all."""
+    h = zlib.crc32(json.dumps(salt, sort_keys=True, default=repr).encode())
+    zones = "all" if h % 3 == 0 or not ZONE_IDS else {"ids": [ZONE_IDS[h % len(ZONE_IDS)]]}
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return {"drone": "ST-%d*" % (h % 100) if h % 2 else "ST-%d" % (h % 1000), "zones": zones,
+            "from": (now() - datetime.timedelta(minutes=h % 60)).strftime(fmt),
+            "until": (now() + datetime.timedelta(hours=1 + h % 24)).strftime(fmt),
+            "reason": "schemathesis", "reference": "ST-%d" % h}
+
+
+def map_if_match(case, version):
+    """If-Match of a positive change: the current version (in some form) three in four times."""
+    if case.headers is not None and "If-Match" in case.headers and positive(case, ParameterLocation.HEADER):
+        with lock:
+            v = version[0]
+        forms = [str(v), '"%d"' % v, 'W/"%d"' % v]
+        case.headers["If-Match"] = chosen(["if-match", case.headers["If-Match"]], forms) or case.headers["If-Match"]
+
+
+def map_authorization_case(case, op, pp):
+    if "authorization_id" in pp and positive(case, ParameterLocation.PATH):
+        with lock:
+            seen = sorted(auth_ids)
+        pp["authorization_id"] = chosen(["authorization", case.method, pp["authorization_id"]], seen) or pp["authorization_id"]
+    if op not in AUTH_CHANGES:
+        return
+    map_if_match(case, auth_version)
+    if op[0] == "POST" and isinstance(case.body, dict) and positive(case, ParameterLocation.BODY):
+        salt = ["body", case.body]
+        if chosen(salt, [True]) is None:
+            return  # left generated: refused as invalid_authorization (excused)
+        case.body = valid_authorization(salt)
+        made.add(case.id)
+
+
 def map_alerter_case(case):
     op = (case.method.upper(), case.operation.path)
     pp = case.path_parameters or {}
+    if case.operation.path.startswith("/v1/authorizations"):
+        map_authorization_case(case, op, pp)
+        return
     if "alarm_id" in pp and positive(case, ParameterLocation.PATH):
         pp["alarm_id"] = chosen(["alarm", pp["alarm_id"]], ALARM_IDS) or pp["alarm_id"]
     if case.operation.path == "/v1/zones/{id}" and "id" in pp and positive(case, ParameterLocation.PATH):
@@ -395,11 +451,7 @@ def map_alerter_case(case):
         case.query[name] = chosen(["cursor", case.query[name]], seen) or case.query[name]
     if op not in ZONE_CHANGES:
         return
-    if case.headers is not None and "If-Match" in case.headers and positive(case, ParameterLocation.HEADER):
-        with lock:
-            v = zone_version[0]
-        forms = [str(v), '"%d"' % v, 'W/"%d"' % v]
-        case.headers["If-Match"] = chosen(["if-match", case.headers["If-Match"]], forms) or case.headers["If-Match"]
+    map_if_match(case, zone_version)
     if op[0] == "PUT" and isinstance(case.body, dict) and positive(case, ParameterLocation.BODY):
         salt = ["body", case.body]
         if chosen(salt, [True]) is None:
@@ -439,11 +491,17 @@ def answer_of(response):
 def after_call(context, case, response):
     """Collect the cursors and the zone version the answers hand out."""
     path = case.operation.path
-    if path.startswith("/v1/zones") and response.status_code in (200, 412):
-        m = re.fullmatch(r'"(\d+)"', response.headers.get("etag", [""])[0])
-        if m:
-            with lock:
-                zone_version[0] = int(m.group(1))
+    for prefix, version in (("/v1/zones", zone_version), ("/v1/authorizations", auth_version)):
+        if path.startswith(prefix) and response.status_code in (200, 201, 412):
+            m = re.fullmatch(r'"(\d+)"', response.headers.get("etag", [""])[0])
+            if m:
+                with lock:
+                    version[0] = int(m.group(1))
+    if path.startswith("/v1/authorizations") and response.status_code in (200, 201):
+        v = answer_of(response)
+        items = v.get("authorizations") if isinstance(v, dict) and path == "/v1/authorizations" and case.method.upper() == "GET" else [v]
+        with lock:
+            auth_ids.update(a["id"] for a in items or [] if isinstance(a, dict) and isinstance(a.get("id"), str))
     if response.status_code != 200:
         return
     found = []
@@ -472,6 +530,10 @@ def parse_if_match(h):
 def keep_alerter_failure(failure, case, response):
     """Keep every failure but a schema-valid request refused for a reason
     the description states in prose, the reason checked."""
+    if failure.code == "ST301" and case.operation.path == "/v1/authorizations/{authorization_id}" and response.status_code == 200:
+        # DELETE revokes: the authorisation is kept, ended, as described.
+        a = answer_of(response)
+        return not (isinstance(a, dict) and a.get("state") == "ended" and a.get("revoked_at"))
     if failure.code != "ST202":
         return True
     answer = answer_of(response)
@@ -493,7 +555,9 @@ def keep_alerter_failure(failure, case, response):
         except ValueError:
             return True
         return not (len(b) == 4 and (b[0] > b[2] or b[1] > b[3]))
-    if response.status_code == 412 and op in ZONE_CHANGES and code == "version_mismatch":
+    if response.status_code == 400 and op == ("POST", "/v1/authorizations") and code == "invalid_authorization":
+        return case.id in made
+    if response.status_code == 412 and (op in ZONE_CHANGES or op in AUTH_CHANGES) and code == "version_mismatch":
         sent = parse_if_match((case.headers or {}).get("If-Match"))
         return not (sent is not None and details.get("if_match") == sent and details.get("current_version") != sent)
     if response.status_code == 400 and op in ZONE_CHANGES:
