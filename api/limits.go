@@ -117,7 +117,7 @@ func (s *Server) newLimits() *limits {
 	l.open = register(s.o.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nofly_api_streams",
 		Help: "Open Server-Sent Events streams by route (capped by --api-max-streams and --api-max-streams-per-token)."}, []string{"route"}))
 	l.bulkNow = register(s.o.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nofly_api_bulk_requests",
-		Help: "Requests of the zone set and drone list routes running and waiting for one of --api-max-bulk-requests slots."}, []string{"state"}))
+		Help: "Requests of the zone set, drone list and authorisation change routes running and waiting for one of --api-max-bulk-requests slots."}, []string{"state"}))
 	for r := range streamRoutes {
 		l.open.WithLabelValues(r[len("GET "):])
 	}
