@@ -76,6 +76,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		defer d.close()
 	}
 	o := cfg.groupOptions(rc, &zones, log)
+	o.Authorizations = &auths // decided with at every batch
 	o.Dialer = kc.Dialer("nofly-alerter")
 	o.Registerer = m.reg
 	o.BeforeCommit = faultsFromEnv(os.Getenv, log).hook(log)
@@ -155,8 +156,15 @@ func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, 
 		Batch: c.Batch, Linger: c.Linger,
 		SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval, RebalanceTimeout: c.RebalanceTimeout,
 		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL, AlarmRetention: c.AlarmRetention, Replicas: c.replicas(),
-		Zones: zones, Logger: log, Timing: c.timing(),
+		Zones: zones, Logger: log, Timing: c.timing(), Approach: c.approach(),
 	}
+}
+
+// approach is the engines' approaching warnings from the flags (checked
+// by Validate).
+func (c Config) approach() alerts.ApproachSettings {
+	a, _ := alerts.ParseApproachBefore(c.ApproachBefore)
+	return alerts.ApproachSettings{Before: a, BufferM: float64(c.ApproachBufferM)}
 }
 
 // timing is the engines' clock settings from the flags.
