@@ -436,10 +436,10 @@ const (
 const MaxApproachBefore = time.Hour
 
 // ParseApproachBefore reads "category=duration,...", "*" for every other
-// category; "" is none (off).
+// category; "off" (or "") is none.
 func ParseApproachBefore(s string) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
-	if strings.TrimSpace(s) == "" {
+	if t := strings.TrimSpace(s); t == "" || t == "off" {
 		return out, nil
 	}
 	for _, item := range strings.Split(s, ",") {

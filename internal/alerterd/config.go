@@ -358,7 +358,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "ConservativeZones", Flag: "conservative-zones", Env: "NOFLY_CONSERVATIVE_ZONES", Usage: "load zone limits without a vertical reference or unit, and times without a UTC offset, read as alarming most (with a warning) instead of refusing the file"},
 	{Name: "AllowEmptyZones", Flag: "allow-empty-zones", Env: "NOFLY_ALLOW_EMPTY_ZONES", Usage: "start (and reload) with a zone file that leaves no zone, which raises no alarm"},
 	{Name: "SignalLostAfter", Flag: "signal-lost-after", Env: "NOFLY_SIGNAL_LOST_AFTER", Usage: "an active alarm whose drone was not heard this long on the log's clock gets one signal_lost event (the alarm stays active; the next position emits signal_regained)"},
-	{Name: "ApproachBefore", Flag: "approach-before", Env: "NOFLY_APPROACH_BEFORE", Usage: "approaching warnings: warn when a drone is predicted to enter a zone within this time, by zone category (category=duration, comma-separated; * for every other category; 0s turns one off, \"\" all); a zone's approach_before_s property overrides it"},
+	{Name: "ApproachBefore", Flag: "approach-before", Env: "NOFLY_APPROACH_BEFORE", Usage: "approaching warnings: warn when a drone is predicted to enter a zone within this time, by zone category (category=duration, comma-separated; * for every other category; 0s turns one off, off all); a zone's approach_before_s property overrides it"},
 	{Name: "ApproachBufferM", Flag: "approach-buffer", Env: "NOFLY_APPROACH_BUFFER", Usage: "approaching warnings: warn a drone closing on a zone within this many metres of its edge, whatever its predicted time"},
 	{Name: "DroneTTL", Flag: "drone-ttl", Env: "NOFLY_DRONE_TTL", Usage: "a drone without an active alarm not heard this long on the log's clock is forgotten (engine and Redis; a drone that raised is kept --event-ttl after the raise)"},
 	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
@@ -382,7 +382,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
 	{Name: "APIMaxStreams", Flag: "api-max-streams", Env: "NOFLY_API_MAX_STREAMS", Usage: "open event and positions streams of this instance at most (503 with Retry-After beyond)"},
 	{Name: "APIMaxStreamsPerToken", Flag: "api-max-streams-per-token", Env: "NOFLY_API_MAX_STREAMS_PER_TOKEN", Usage: "open event and positions streams of one token at most (429 with Retry-After beyond)"},
-	{Name: "APIMaxBulkRequests", Flag: "api-max-bulk-requests", Env: "NOFLY_API_MAX_BULK_REQUESTS", Usage: "zone set, zone history and drone list requests served at once; more wait up to 10s, then 503"},
+	{Name: "APIMaxBulkRequests", Flag: "api-max-bulk-requests", Env: "NOFLY_API_MAX_BULK_REQUESTS", Usage: "zone set, zone history, drone list, authorisation change and authorisation history requests served at once; more wait up to 10s, then 503"},
 	{Name: "LogLevel", Flag: "log-level", Env: "NOFLY_LOG_LEVEL", Usage: "debug, info, warn or error"},
 })
 

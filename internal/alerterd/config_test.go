@@ -47,6 +47,15 @@ func TestParseConfig(t *testing.T) {
 		{"zone options from env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "true", "NOFLY_CONSERVATIVE_ZONES": "1", "NOFLY_ALLOW_EMPTY_ZONES": "false"},
 			func(c Config) bool { return c.StrictZones && c.ConservativeZones && !c.AllowEmptyZones }, ""},
 		{"bad bool env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_STRICT_ZONES": "maybe"}, nil, "NOFLY_STRICT_ZONES"},
+		{"approach settings", []string{"--zones", "z", "--approach-before", "restricted=45s, *=0s", "--approach-buffer", "80"}, nil, func(c Config) bool {
+			a := c.approach()
+			return a.Before["restricted"] == 45*time.Second && a.Before["*"] == 0 && len(a.Before) == 2 && a.BufferM == 80
+		}, ""},
+		{"approach off", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_APPROACH_BEFORE": "off"}, func(c Config) bool { return !c.approach().On() }, ""},
+		{"approach without a duration", []string{"--zones", "z", "--approach-before", "restricted"}, nil, nil, "ApproachBefore (--approach-before"},
+		{"approach over an hour", []string{"--zones", "z", "--approach-before", "*=2h"}, nil, nil, "ApproachBefore"},
+		{"approach category twice", []string{"--zones", "z", "--approach-before", "a=1s,a=2s"}, nil, nil, "category \"a\" twice"},
+		{"approach buffer negative", []string{"--zones", "z", "--approach-buffer", "-1"}, nil, nil, "ApproachBufferM"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
