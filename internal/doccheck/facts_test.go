@@ -71,6 +71,12 @@ var reworded = []rewording{
 		file: "docs/testing.md",
 		new:  "The scripts read: `KAFKA_VERSION` (4.4.0), `KAFKA_PORT` (9092), `KAFKA_CONTROLLER_PORT` (port + 1), `KAFKA_DIR`, `KAFKA_HEAP_OPTS`, `KAFKA_EXTRA_PROPS` (lines added to `server.properties`; the broker logs to `$KAFKA_DIR/server.log`, appended across restarts), `REDIS_PORT` (6379), `REDIS_DIR`, `NOFLY_CACHE` (`~/.cache/nofly`); `scripts/test.sh` and `scripts/fuzz.sh` (`make fuzz`, every fuzz target; `make fuzz FUZZ=FuzzHandler FUZZTIME=10m` for a long hunt) read `FUZZTIME` (20s per fuzz target) and `FUZZTIME_STABLE` (5s for the targets in `scripts/fuzz-stable.txt`, whose coverage stopped growing within seconds — the file gives the measurement); `KAFKA_JVM_OPTS` adds JVM flags to a broker; `scripts/schemathesis.sh` (a live ingest against `internal/ingestd/openapi.yaml`) reads `SCHEMATHESIS_EXAMPLES` (200 per operation) and `SCHEMATHESIS_SEED`; `scripts/schemathesis-alerter.sh` (a live alerter, real Kafka and Redis, alarms from a recorded track, against `/openapi.json`) reads `SCHEMATHESIS_ALERTER_EXAMPLES` (50 per operation and phase) and `SCHEMATHESIS_SEED` (15).",
 	},
+	// the commands' row gained approachreport (issue 28).
+	{
+		old:  "| `cmd/` | `ingest`, `alerter` (each only calls its `internal/…d` package's `Main`), `simulate`, `demo`, `bench` (end-to-end benchmark), `benchcompare` (nofly against Tile38) |",
+		file: "docs/layout.md",
+		new:  "| `cmd/` | `ingest`, `alerter` (each only calls its `internal/…d` package's `Main`), `simulate`, `demo`, `bench` (end-to-end benchmark), `benchcompare` (nofly against Tile38), `approachreport` (approaching warnings on the fleet) |",
+	},
 	// the CI time measured after issue 34, with the steps' table below it.
 	{
 		old:  "`make test` is what CI runs (`.ci/run`); about 14–20 minutes on 2 cores.",
