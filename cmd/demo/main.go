@@ -571,9 +571,9 @@ func verdict(live, replayed []event) error {
 	key := func(e event) string {
 		return e.EventID + "|" + e.DroneID + "|" + e.ZoneID + "|" + strconv.FormatInt(e.Seq, 10)
 	}
-	count := func(es []event) (map[string]int, int, int, int) {
+	count := func(es []event) (map[string]int, int, int, int, int) {
 		m := map[string]int{}
-		raised, cleared, signal := 0, 0, 0
+		raised, cleared, signal, approach := 0, 0, 0, 0
 		for _, e := range es {
 			switch e.Type {
 			case "acked":
@@ -582,15 +582,17 @@ func verdict(live, replayed []event) error {
 				raised++
 			case "cleared":
 				cleared++
+			case "approaching":
+				approach++
 			default:
 				signal++
 			}
 			m[key(e)]++
 		}
-		return m, raised, cleared, signal
+		return m, raised, cleared, signal, approach
 	}
-	lm, lr, lc, ls := count(live)
-	rm, rr, rc, rs := count(replayed)
+	lm, lr, lc, ls, la := count(live)
+	rm, rr, rc, rs, ra := count(replayed)
 	var dup, missing, extra []string
 	for k, n := range lm {
 		if n > 1 {
@@ -608,8 +610,8 @@ func verdict(live, replayed []event) error {
 	sort.Strings(dup)
 	sort.Strings(missing)
 	sort.Strings(extra)
-	fmt.Printf("\nlive pipeline: %d alarms raised, %d cleared, %d signal lost or regained (%d events)\n", lr, lc, ls, len(live))
-	fmt.Printf("replay:        %d alarms raised, %d cleared, %d signal lost or regained (%d events)\n", rr, rc, rs, len(replayed))
+	fmt.Printf("\nlive pipeline: %d alarms raised, %d cleared, %d approach warnings, %d other (signal, approach ended, authorisation; %d events)\n", lr, lc, la, ls, len(live))
+	fmt.Printf("replay:        %d alarms raised, %d cleared, %d approach warnings, %d other (signal, approach ended, authorisation; %d events)\n", rr, rc, ra, rs, len(replayed))
 	fmt.Printf("duplicates: %d   missing from live: %d   live but not in replay: %d\n", len(dup), len(missing), len(extra))
 	if lr == 0 {
 		// A demo that shows no alarm shows nothing: the fleet must stray.
