@@ -283,7 +283,7 @@ func fromReference(es []reference.Event) []Event {
 // replay runs `alerter replay` over the stream.
 func replay(ctx context.Context, alerter, zones, input string) ([]Event, error) {
 	var stdout, stderr strings.Builder
-	cmd := exec.CommandContext(ctx, alerter, "replay", "--zones", zones, "--input", input, "--log-level=warn")
+	cmd := exec.CommandContext(ctx, alerter, "replay", "--zones", zones, "--input", input, "--log-level=warn", "--approach-before=off")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("alerter replay: %w\n%s", err, stderr.String())

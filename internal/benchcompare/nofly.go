@@ -62,7 +62,10 @@ func (n *noflyRound) run(ctx context.Context) (res roundResult, err error) {
 	defer ingest.stop()
 	alerter, err := startProc(filepath.Join(n.bin, "alerter"), append([]string{"serve", "--redis=" + n.redis,
 		"--redis-prefix=" + n.runID, "--group=" + n.runID, "--zones=" + n.zonesFile,
-		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}, common...),
+		"--events-topic=" + eventsTopic, "--http=" + alerterAddr,
+		// Tile38 detects enter and exit only: both sides decide the same
+		// (replay below too), and the events compare one to one.
+		"--approach-before=off"}, common...),
 		filepath.Join(n.logDir, n.runID+".alerter.log"))
 	if err != nil {
 		return res, err
