@@ -130,7 +130,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
 		PublicURLs: []string{"https://nofly.example", "http://alerter:9102"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"},
 		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
-		SignalLostAfter: 45 * time.Second, DroneTTL: 2 * time.Hour,
+		SignalLostAfter: 45 * time.Second, DroneTTL: 2 * time.Hour, ApproachBefore: "restricted=10s,*=0s", ApproachBufferM: 70,
 		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 2 * time.Second, HTTPWriteTimeout: 3 * time.Second,
 			HTTPIdleTimeout: 4 * time.Second, HTTPMaxHeaderBytes: 5000, HTTPMinBodyRate: 6000, HTTPMaxConns: 7},
 		APIMaxStreams: 8, APIMaxStreamsPerToken: 3, APIMaxBulkRequests: 2,

@@ -53,7 +53,7 @@ func TestReplayToleratesBadLines(t *testing.T) {
 		}
 		kept = append(kept, ref.Rec{Pos: sc.Records[i], At: sc.Received[i]})
 	}
-	want := ref.Run(ref.Input{Sets: [][]refZone{loadRefZones(t, zonesPath())}, Recs: kept, Partitions: 1})
+	want := ref.Run(ref.Input{Sets: [][]refZone{loadRefZones(t, zonesPath())}, Recs: kept, Partitions: 1, Approach: defaultApproach()})
 	if len(want) < 100 || len(bad) < 5 {
 		t.Fatalf("%d reference events, %d bad lines: the test exercises too little", len(want), len(bad))
 	}
