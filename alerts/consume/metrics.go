@@ -32,6 +32,10 @@ type metrics struct {
 	sigLost    prometheus.Counter
 	regained   prometheus.Counter
 	forgotten  prometheus.Counter
+	authorized prometheus.Counter
+	unauthz    prometheus.Counter
+	approach   prometheus.Counter
+	apEnded    prometheus.Counter
 	drones     *prometheus.GaugeVec
 	clockLag   *prometheus.GaugeVec
 }
@@ -59,10 +63,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commitErrs: c("commit_errors_total", "Commits that failed with an error of unknown outcome (reloaded)."),
 		lost: c("records_lost_to_retention_total", "Records Kafka deleted (retention, or a restore of older Redis state) before the alerter applied them: "+
 			"between a partition's applied offset and its first retained offset when the partition started. Their alarms were never decided; alert on any."),
-		ticks:     c("ticks_total", "Clock ticks of the telemetry topic applied (records of time alone, written by ingest to every partition)."),
-		sigLost:   c("signal_lost_total", "signal_lost events decided: an active alarm's drone not heard for --signal-lost-after of the log's clock."),
-		regained:  c("signal_regained_total", "signal_regained events decided: the first position of a drone whose alarm had lost its signal."),
-		forgotten: c("drones_forgotten_total", "Drones removed from the engine and from Redis: no active alarm, silent for --drone-ttl of the log's clock."),
+		ticks:      c("ticks_total", "Clock ticks of the telemetry topic applied (records of time alone, written by ingest to every partition)."),
+		sigLost:    c("signal_lost_total", "signal_lost events decided: an active alarm's drone not heard for --signal-lost-after of the log's clock."),
+		regained:   c("signal_regained_total", "signal_regained events decided: the first position of a drone whose alarm had lost its signal."),
+		forgotten:  c("drones_forgotten_total", "Drones removed from the engine and from Redis: no active alarm, silent for --drone-ttl of the log's clock."),
+		authorized: c("events_authorized_total", "authorized events decided: an authorisation now covers an active alarm (it stops paging)."),
+		unauthz: c("events_unauthorized_total", "unauthorized events decided: the authorisation covering an active alarm ended (expired or revoked) "+
+			"with the drone inside; the alarm pages from then on."),
+		approach: c("events_approaching_total", "approaching events decided: a drone predicted to enter a zone within its horizon, or closing on it within "+
+			"--approach-buffer (one per approach episode)."),
+		apEnded: c("events_approach_ended_total", "approach_ended events decided: an approach episode that ended without an entry (turned away, signal lost, zone removed)."),
 		drones: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "drones",
 			Help: "Drones the engine of each partition this alerter runs holds (after its last batch)."}, []string{"partition"}),
 		clockLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nofly", Subsystem: "alerter", Name: "clock_behind_seconds",
@@ -76,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.sigLost, m.regained, m.forgotten, m.drones, m.clockLag, m.records, m.applied, m.duplicates, m.resets, m.incomplete, m.invalid, m.skipped, m.raised, m.cleared,
+	for _, c := range []prometheus.Collector{m.ticks, m.sigLost, m.regained, m.forgotten, m.authorized, m.unauthz, m.approach, m.apEnded, m.drones, m.clockLag, m.records, m.applied, m.duplicates, m.resets, m.incomplete, m.invalid, m.skipped, m.raised, m.cleared,
 		m.suppressed, m.commits, m.fenced, m.commitErrs, m.lost, m.assigned, m.batchSecs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("consume: register metrics: %w", err)
@@ -101,6 +111,10 @@ func (m *metrics) observe(out *alerts.Outcome, res dedup.Result, took time.Durat
 	m.sigLost.Add(float64(s.SignalLost))
 	m.regained.Add(float64(s.SignalRegained))
 	m.forgotten.Add(float64(s.Forgotten))
+	m.authorized.Add(float64(s.Authorized))
+	m.unauthz.Add(float64(s.Unauthorized))
+	m.approach.Add(float64(s.Approaching))
+	m.apEnded.Add(float64(s.ApproachEnded))
 	m.commits.Inc()
 	m.batchSecs.Observe(took.Seconds())
 }
