@@ -33,7 +33,7 @@
   // What tests and operators can read of the page's state.
   // frames: the time between animation frames (ms); work: the time the page
   // spent on each message of its streams (ms), its own share of a frame.
-  const stats = { frames: [], work: [], events: 0, eventIds: new Set(), duplicates: 0, positions: 0, reconnects: 0 };
+  const stats = { frames: [], work: [], events: 0, eventIds: new Set(), duplicates: 0, positions: 0, reconnects: 0, beeps: 0, draw: [] };
   window.nofly = { stats };
 
   // ---- the API --------------------------------------------------------
@@ -310,6 +310,32 @@
     });
   }
   setInterval(restyleZones, RESTYLE_MS);
+  // zonesAt is the zones drawn at a point. A click on the map is found
+  // here rather than by the zones' canvas, which the drones' and tracks'
+  // canvases lie over once they hold anything.
+  function zonesAt(ll) {
+    const out = [];
+    if (!zones.layer) return out;
+    const pt = map.latLngToLayerPoint(ll);
+    zones.layer.eachLayer((layer) => {
+      if (!layer.getBounds().contains(ll)) return;
+      if (layer._containsPoint && !layer._containsPoint(pt)) return;
+      out.push(layer.feature.properties.zone_id);
+    });
+    return out;
+  }
+  // Picking the zones of an authorisation: each click adds the zones there.
+  map.on('click', (e) => {
+    if (picking !== 'zone') return;
+    map.closePopup();
+    for (const id of zonesAt(e.latlng)) addZoneChip(id);
+  });
+  // For the browser tests: where a point of the map is on the page.
+  window.nofly.pixelOf = (lat, lon) => {
+    const p = map.latLngToContainerPoint([lat, lon]);
+    const r = map.getContainer().getBoundingClientRect();
+    return [r.left + p.x, r.top + p.y];
+  };
   $('fit').addEventListener('click', () => { if (zones.bounds) map.fitBounds(zones.bounds, { padding: [20, 20] }); });
 
   // ---- drones ---------------------------------------------------------
@@ -318,14 +344,30 @@
   // A drone whose signal is lost (silent past --signal-lost-after) with an
   // alarm stays where it was last heard, greyed with a dashed ring.
   const isLost = (d) => d.alarms.length > 0 && !!d.last.stale;
+  // An alarm of the positions stream is calm when the page knows an
+  // authorisation covers it (the stream does not say; the alarm events and
+  // lists do).
+  const posAlarmCalm = (pa) => { const a = alarms.get(pa.alarm_id); return a ? !!authOf(a) : false; };
   function droneStyle(d) {
+    const paging = d.alarms.filter((a) => !posAlarmCalm(a));
     const alarm = d.alarms.length > 0;
-    const restricted = d.alarms.some((a) => a.category === 'restricted');
-    if (isLost(d)) return { radius: 9, color: restricted ? '#d50000' : '#ff6d00', weight: 3, dashArray: '4 3', fillColor: '#9e9e9e', fillOpacity: 0.75 };
-    return alarm
-      ? { radius: 8, color: '#fff', weight: 3, dashArray: null, fillColor: restricted ? '#d50000' : '#ff6d00', fillOpacity: 1 }
-      : { radius: 5, color: '#0d47a1', weight: 1.5, dashArray: null, fillColor: '#42a5f5', fillOpacity: 0.95 };
+    const calm = alarm && paging.length === 0; // every alarm authorised
+    const restricted = paging.some((a) => a.category === 'restricted');
+    const edge = calm ? '#4db6ac' : restricted ? '#d50000' : '#ff6d00';
+    if (isLost(d)) return { radius: 9, color: edge, weight: 3, dashArray: '4 3', fillColor: '#9e9e9e', fillOpacity: 0.75 };
+    if (calm) return { radius: 7, color: '#e0f2f1', weight: 2, dashArray: null, fillColor: '#26a69a', fillOpacity: 1 };
+    if (alarm) return { radius: 8, color: '#fff', weight: 3, dashArray: null, fillColor: restricted ? '#d50000' : '#ff6d00', fillOpacity: 1 };
+    if (approachingDrone(d.last.drone_id)) return { radius: 6, color: '#ffb300', weight: 3, dashArray: null, fillColor: '#42a5f5', fillOpacity: 0.95 };
+    return { radius: 5, color: '#0d47a1', weight: 1.5, dashArray: null, fillColor: '#42a5f5', fillOpacity: 0.95 };
   }
+  // styleDrone restyles a drone's marker when its style changed (a
+  // restyle costs a redraw of the drones' canvas).
+  function styleDrone(d) {
+    const st = droneStyle(d);
+    const k = JSON.stringify(st);
+    if (k !== d.styleKey) { d.styleKey = k; d.marker.setStyle(st); }
+  }
+  function restyleDrone(id) { const d = drones.get(id); if (d) styleDrone(d); }
   function dronePopup(id) {
     const d = drones.get(id);
     if (!d) return el('div', { text: id });
@@ -334,8 +376,12 @@
       el('dt', { text: 'Drone ' + id }),
       isLost(d) ? el('dd', { class: 'lost', text: 'SIGNAL LOST ' + fmtAgo(p.last_seen) + ' — last heard ' + fmtTime(p.last_seen) + ', drawn where it was' }) : '',
       el('dd', { text: fmtTime(p.ts) + ' · ' + p.lat.toFixed(5) + ', ' + p.lon.toFixed(5) + (p.alt_m !== null ? ' · ' + p.alt_m + ' m ' + (p.alt_ref || '') : ' · altitude unknown') }),
-      el('dd', { text: d.alarms.length ? 'IN ALARM: ' + d.alarms.map((a) => a.zone_name + ' (' + a.category + ')').join(', ') : 'no active alarm' }),
-      el('button', { type: 'button', class: 'popbtn', text: follow === id ? 'Stop following' : 'Follow', onclick: () => setFollow(follow === id ? null : id) }));
+      el('dd', { text: d.alarms.length ? 'IN ALARM: ' + d.alarms.map((a) => a.zone_name + ' (' + a.category + (posAlarmCalm(a) ? ', authorised' : '') + ')').join(', ') : 'no active alarm' }),
+      ...[...(byDrone.get(id) || [])].map((k) => approaches.get(k)).map((x) => el('dd', { text: 'APPROACHING ' + (x.zone_name || x.zone_id) + ': ' + etaText(x) })),
+      el('button', { type: 'button', class: 'popbtn', text: follow === id ? 'Stop following' : 'Follow', onclick: () => setFollow(follow === id ? null : id) }),
+      canAuthorize() ? ' ' : null,
+      canAuthorize() ? el('button', { type: 'button', class: 'popbtn', text: 'Authorise…', title: 'Authorise a flight of this drone',
+        onclick: () => { map.closePopup(); openAuthPanel(true); setDroneField(id); } }) : null);
   }
   // For the browser tests: how a drone is drawn and what its popup says.
   window.nofly.droneStyle = (id) => { const d = drones.get(id); return d ? JSON.stringify(droneStyle(d)) : ''; };
@@ -364,7 +410,12 @@
         d.marker = L.circleMarker(ll, Object.assign({ renderer: droneRenderer, pane: 'drones' }, droneStyle(d))).addTo(map);
         const id = p.drone_id;
         d.marker.bindTooltip(() => document.createTextNode(id));
-        d.marker.bindPopup(() => dronePopup(id));
+        // A click opens the drone's popup, or, while an authorisation's
+        // drone is being picked, fills it in.
+        d.marker.on('click', () => {
+          if (picking === 'drone') { setDroneField(id); setPicking(null); return; }
+          L.popup().setLatLng(d.marker.getLatLng()).setContent(dronePopup(id)).openOn(map);
+        });
         drones.set(p.drone_id, d);
       }
       const was = d.alarms.length, wasLost = isLost(d);
@@ -372,7 +423,7 @@
       const t = Date.parse(p.ts);
       if (!d.points.length || d.points[d.points.length - 1].t !== t) d.points.push({ t, ll });
       d.marker.setLatLng(ll);
-      if (was !== p.alarms.length || was || wasLost !== isLost(d)) d.marker.setStyle(droneStyle(d));
+      if (was !== p.alarms.length || was || wasLost !== isLost(d)) styleDrone(d);
       for (const a of p.alarms) noteSignal(a.alarm_id, 0, a.signal_lost_since);
       if (follow === p.drone_id) map.panTo(ll, { animate: false });
     }
@@ -396,6 +447,7 @@
       if (k) d.points.splice(0, k);
       d.track.setLatLngs(d.points.map((q) => q.ll));
     }
+    moveApproaches(frame);
     $('dronecount').textContent = 'drones: ' + drones.size;
     document.body.dataset.drones = String(drones.size);
     document.body.dataset.lostDrones = String([...drones.values()].filter(isLost).length);
@@ -407,15 +459,40 @@
   const history = { cursor: null, query: '' };
   function merge(a) {
     if (a.signal_lost_since !== undefined) noteSignal(a.alarm_id, 0, a.signal_lost_since);
+    if (a.authorization !== undefined) noteAuth(a.alarm_id, 0, a.authorization);
     const old = alarms.get(a.alarm_id);
-    if (!old) { alarms.set(a.alarm_id, a); return a; }
+    if (!old) {
+      alarms.set(a.alarm_id, a);
+      if (authOf(a)) restyleDrone(a.drone_id);
+      return a;
+    }
     // Events and lists may arrive in any order; each field only moves
     // forward: active → cleared, no ack → ack.
     if (a.state === 'cleared') { old.state = 'cleared'; old.cleared = old.cleared || a.cleared; }
     if (a.ack && !old.ack) old.ack = a.ack;
     return old;
   }
-  function onList(a) { return a.state === 'active' || !a.ack; }
+  // An alarm's authorisation goes back and forth (authorized, then
+  // unauthorized, ...), so like the signal it is ordered: by the n of its
+  // events' ids (alarm_id:authorized:n / :unauthorized:n). The raise and
+  // the lists (n 0) only count until such an event has spoken.
+  const authz = new Map(); // alarm_id → {n, auth (null: none, it pages)}
+  function noteAuth(id, n, auth) {
+    const s = authz.get(id);
+    if (s && (n < s.n || (n === 0 && s.n > 0))) return false;
+    authz.set(id, { n, auth: auth || null });
+    // A drone's colour follows its alarms' authorisation.
+    const a = alarms.get(id);
+    if (a && !!(s && s.auth) !== !!auth) restyleDrone(a.drone_id);
+    return true;
+  }
+  const authOf = (a) => { const s = authz.get(a.alarm_id); return s ? s.auth : (a.authorization || null); };
+  // The paging list holds active alarms and cleared ones until acked; an
+  // authorised alarm is in the calm section while active, and nowhere once
+  // cleared (it never paged).
+  function onList(a) { return authOf(a) ? a.state === 'active' : (a.state === 'active' || !a.ack); }
+  const paging = (a) => onList(a) && !authOf(a);
+  const calm = (a) => a.state === 'active' && !!authOf(a);
   // The signal of an alarm's drone: lost and regained many times, so not a
   // field that only moves forward. Each loss has a number (the n of its
   // events' ids alarm_id:signal_lost:n); what the lists and the map say
@@ -431,17 +508,21 @@
   }
   const lostSince = (a) => { const s = signals.get(a.alarm_id); return a.state === 'active' && s ? s.since : null; };
   function stateText(a) {
-    return (a.state === 'active' ? 'ACTIVE' : 'CLEARED') + (lostSince(a) ? ' · SIGNAL LOST' : '') + ' · ' + (a.ack ? 'ACKED' : 'UNACKED');
+    return (authOf(a) ? 'AUTHORISED · ' : '') + (a.state === 'active' ? 'ACTIVE' : 'CLEARED') + (lostSince(a) ? ' · SIGNAL LOST' : '') +
+      (authOf(a) && !a.ack ? '' : ' · ' + (a.ack ? 'ACKED' : 'UNACKED'));
   }
   function shapeOf(a) {
     // Shape as well as colour: ▲ restricted, ◆ warning; filled when
-    // unacked, hollow when acked.
+    // unacked, hollow when acked; ✓ authorised (it does not page).
+    if (authOf(a)) return '✓';
     const r = a.category === 'restricted';
     return a.ack ? (r ? '△' : '◇') : (r ? '▲' : '◆');
   }
+  const authText = (au) => 'authorised' + (au.reference ? ' by permit ' + au.reference : '') + ' until ' + fmtTime(au.until) + ' (authorisation ' + au.id + ')';
   function alarmItem(a, withAck) {
     const lost = lostSince(a);
-    const li = el('li', { class: ['alarm', a.category, a.state, a.ack ? 'acked' : 'unacked', lost ? 'lost' : ''].join(' '), 'data-alarm-id': a.alarm_id, 'data-state': a.state, 'data-acked': a.ack ? 'true' : 'false', 'data-lost': lost ? 'true' : 'false' });
+    const au = authOf(a);
+    const li = el('li', { class: ['alarm', a.category, a.state, a.ack ? 'acked' : 'unacked', lost ? 'lost' : '', au ? 'authorised' : ''].join(' '), 'data-alarm-id': a.alarm_id, 'data-state': a.state, 'data-acked': a.ack ? 'true' : 'false', 'data-lost': lost ? 'true' : 'false', 'data-authorised': au ? 'true' : 'false' });
     const where = el('button', { type: 'button', class: 'where', title: 'Show on the map', onclick: () => flyTo(a) },
       'drone ' + a.drone_id + ' in ' + (a.zone_name || a.zone_id));
     li.append(el('div', { class: 'head' },
@@ -452,8 +533,9 @@
     const meta = 'raised ' + fmtTime(a.raised && a.raised.ts) + (a.cleared ? ' · cleared ' + fmtTime(a.cleared.ts) + ' (' + a.cleared.reason + ')' : '') +
       (a.ack ? ' · acked by ' + a.ack.by + ' ' + fmtTime(a.ack.at) + (a.ack.note ? ': “' + a.ack.note + '”' : '') : '');
     li.append(el('div', { class: 'meta', text: meta }));
+    if (au) li.append(el('div', { class: 'authnote', text: authText(au) }));
     if (lost) li.append(el('div', { class: 'lostnote', text: 'signal lost ' + fmtAgo(lost) + ' (last heard ' + fmtTime(lost) + '): the drone is drawn where it was' }));
-    if (withAck && !a.ack && me && me.can_ack) {
+    if (withAck && !au && !a.ack && me && me.can_ack) {
       const note = el('input', { type: 'text', maxlength: '1024', placeholder: 'note (optional)', 'aria-label': 'Note for the ack of ' + a.alarm_id });
       const btn = el('button', { type: 'button', class: 'ack', text: 'Ack', 'aria-label': 'Acknowledge alarm of drone ' + a.drone_id + ' in ' + (a.zone_name || a.zone_id) });
       const err = el('span', { class: 'ackerr', role: 'alert' });
@@ -475,6 +557,12 @@
     setTimeout(() => requestAnimationFrame(drawActive), Math.max(0, lastRender + LIST_MS - Date.now()));
   }
   function drawActive() {
+    const t0 = performance.now();
+    drawLists();
+    stats.draw.push(performance.now() - t0);
+    if (stats.draw.length > 600) stats.draw.splice(0, stats.draw.length - 600);
+  }
+  function drawLists() {
     {
       renderQueued = false;
       lastRender = Date.now();
@@ -482,7 +570,8 @@
       const focused = document.activeElement && document.activeElement.closest('.alarm');
       const focusId = focused && focused.dataset.alarmId;
       const focusInput = !!(document.activeElement && document.activeElement.tagName === 'INPUT');
-      const list = [...alarms.values()].filter(onList);
+      const all = [...alarms.values()];
+      const list = all.filter(paging);
       list.sort((x, y) => (!!x.ack - !!y.ack) || (Date.parse(y.raised.ts) - Date.parse(x.raised.ts)));
       const ul = $('active');
       const notes = {};
@@ -496,6 +585,14 @@
       if (list.length > LIST_MAX) {
         ul.append(el('li', { class: 'hint', text: (list.length - LIST_MAX) + ' more (older, or acked); the history search finds every one' }));
       }
+      // The calm section: authorised alarms, newest first. They count
+      // for nothing in the unacked count or the title.
+      const quiet = all.filter(calm);
+      quiet.sort((x, y) => Date.parse(y.raised.ts) - Date.parse(x.raised.ts));
+      $('authorised').replaceChildren(...quiet.slice(0, LIST_MAX).map((a) => alarmItem(a, false)));
+      if (quiet.length > LIST_MAX) $('authorised').append(el('li', { class: 'hint', text: (quiet.length - LIST_MAX) + ' more' }));
+      $('authorisedCount').textContent = String(quiet.length);
+      drawApproaches();
       const unacked = list.filter((a) => !a.ack).length;
       $('activeCount').textContent = String(list.length);
       $('activeCount').title = unacked + ' unacked';
@@ -509,8 +606,8 @@
       // KEEP_MAX the oldest acked or cleared ones (the history search
       // still finds them; the count above says how many are held).
       if (alarms.size > KEEP_MAX) {
-        for (const [id, a] of alarms) if (!onList(a)) alarms.delete(id);
-        for (const a of list.slice(KEEP_MAX)) if (a.ack || a.state === 'cleared') alarms.delete(a.alarm_id);
+        for (const [id, a] of alarms) if (!onList(a)) { alarms.delete(id); authz.delete(id); }
+        for (const a of list.slice(KEEP_MAX)) if (a.ack || a.state === 'cleared') { alarms.delete(a.alarm_id); authz.delete(a.alarm_id); }
       }
     }
   }
@@ -530,14 +627,18 @@
   function flyTo(a) {
     const p = (a.state === 'cleared' && a.cleared) || a.raised;
     if (!p) return;
-    map.flyTo([p.lat, p.lon], Math.max(map.getZoom(), 11), { duration: 0.8 });
+    flyToPoint(p.lat, p.lon);
+  }
+  function flyToPoint(lat, lon) {
+    map.flyTo([lat, lon], Math.max(map.getZoom(), 11), { duration: 0.8 });
     if (pulse) pulse.remove();
-    pulse = L.circleMarker([p.lat, p.lon], { radius: 18, color: '#ffeb3b', weight: 3, fill: false, renderer: droneRenderer, pane: 'drones', interactive: false }).addTo(map);
+    pulse = L.circleMarker([lat, lon], { radius: 18, color: '#ffeb3b', weight: 3, fill: false, renderer: droneRenderer, pane: 'drones', interactive: false }).addTo(map);
     setTimeout(() => { if (pulse) { pulse.remove(); pulse = null; } }, 6000);
   }
 
-  // cue makes a raised restricted alarm seen (banner, title) and, when
-  // asked for, heard.
+  // cue makes a paging restricted alarm seen (banner, title) and, when
+  // asked for, heard: at its raise, or when its authorisation ends while
+  // the drone is inside. An authorised alarm gets none of it.
   let audio = null;
   $('sound').checked = sessionStorage.getItem('nofly.sound') === '1';
   $('sound').addEventListener('change', (e) => {
@@ -551,6 +652,13 @@
     o.type = 'square'; o.frequency.value = 880; g.gain.value = 0.08;
     o.connect(g).connect(audio.destination);
     o.start(); o.stop(audio.currentTime + 0.25);
+    stats.beeps++;
+  }
+  function cue(a, ts, why) {
+    if (!a || a.state !== 'active' || authOf(a) || a.category !== 'restricted') return;
+    banner('RESTRICTED ZONE INCURSION: drone ' + a.drone_id + ' in ' + (a.zone_name || a.zone_id) + ' at ' + fmtTime(ts) + (why ? ' — ' + why : ''));
+    document.body.classList.add('alerting');
+    beep();
   }
   let bannerTimer = null;
   function banner(text, kind) {
@@ -563,6 +671,7 @@
   }
   function showError(text) { banner(text, 'error'); }
 
+  const nOf = (eventId) => Number(eventId.slice(eventId.lastIndexOf(':') + 1)) || 0;
   function onAlarmEvent(type, data) {
     const e = JSON.parse(data);
     stats.events++;
@@ -572,12 +681,10 @@
     const point = { event_id: e.event_id, seq: e.seq, ts: e.ts, lat: e.lat, lon: e.lon, alt_m: e.alt_m === undefined ? null : e.alt_m, alt_ref: e.alt_ref, height_assumed: e.height_assumed };
     const base = { alarm_id: e.alarm_id, drone_id: e.drone_id, zone_id: e.zone_id, zone_name: e.zone_name, category: e.category, zone_version: e.zone_version };
     if (e.type === 'raised') {
-      merge(Object.assign(base, { state: 'active', raised: point, cleared: null, ack: null }));
-      if (e.category === 'restricted') {
-        banner('RESTRICTED ZONE INCURSION: drone ' + e.drone_id + ' in ' + (e.zone_name || e.zone_id) + ' at ' + fmtTime(e.ts));
-        document.body.classList.add('alerting');
-        beep();
-      }
+      // The raise ends the drone's approach to that zone.
+      endApproachesOf(e.drone_id, e.zone_id);
+      const a = merge(Object.assign(base, { state: 'active', raised: point, cleared: null, ack: null, authorization: e.authorization || null }));
+      cue(a, e.ts);
     } else if (e.type === 'cleared') {
       if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id); return; }
       merge(Object.assign(base, { state: 'cleared', cleared: Object.assign(point, { reason: e.reason }) }));
@@ -585,14 +692,35 @@
       if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id); return; }
       merge(Object.assign(base, { ack: { by: e.by, at: e.ts, note: e.note || '' } }));
     } else if (e.type === 'signal_lost' || e.type === 'signal_regained') {
-      const n = Number(e.event_id.slice(e.event_id.lastIndexOf(':') + 1)) || 0;
-      noteSignal(e.alarm_id, n, e.type === 'signal_lost' ? (e.last_seen || e.ts) : null);
+      noteSignal(e.alarm_id, nOf(e.event_id), e.type === 'signal_lost' ? (e.last_seen || e.ts) : null);
       if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id); return; }
+    } else if (e.type === 'authorized' || e.type === 'unauthorized') {
+      // authorized: into the calm section, quietly; unauthorized: the
+      // alarm pages from now on, cued as a raise is.
+      const moved = noteAuth(e.alarm_id, nOf(e.event_id), e.type === 'authorized' ? e.authorization : null);
+      const why = e.type === 'unauthorized' && moved
+        ? 'its authorisation' + (e.authorization && e.authorization.reference ? ' ' + e.authorization.reference : '') + (e.reason === 'expired' ? ' expired' : ' was revoked')
+        : null;
+      if (!alarms.has(e.alarm_id)) { fetchAlarm(e.alarm_id, why ? (a) => cue(a, e.ts, why) : null); return; }
+      if (why) cue(alarms.get(e.alarm_id), e.ts, why);
+      if (auth.open) loadAuthorizations();
+    } else if (e.type === 'approaching') {
+      addApproach({ approach_id: e.alarm_id, drone_id: e.drone_id, zone_id: e.zone_id, zone_name: e.zone_name, category: e.category,
+        eta_s: e.eta_s === undefined ? null : e.eta_s, distance_m: e.distance_m === undefined ? null : e.distance_m,
+        entry: e.entry || null, ts: e.ts, lat: e.lat, lon: e.lon });
+      return;
+    } else if (e.type === 'approach_ended') {
+      endApproach(e.alarm_id);
+      return;
     }
     renderActive();
   }
-  async function fetchAlarm(id) {
-    try { merge((await api('v1/alarms/' + encodeURIComponent(id))).body); renderActive(); } catch (e) { console.warn('alarm', id, e); }
+  async function fetchAlarm(id, then) {
+    try {
+      const a = merge((await api('v1/alarms/' + encodeURIComponent(id))).body);
+      renderActive();
+      if (then) then(a);
+    } catch (e) { console.warn('alarm', id, e); }
   }
   async function loadList(query, max) {
     let cursor = null, n = 0;
@@ -605,9 +733,396 @@
   }
   async function loadAlarms() {
     await loadList('state=active', 10000);
-    await loadList('state=cleared&acked=false', 2000);
+    await loadList('state=cleared&acked=false&authorized=false', 2000);
     renderActive();
   }
+
+  // ---- approaching drones ---------------------------------------------
+  // One approach episode per (drone, zone): opened by an approaching
+  // event, gone at its approach_ended or at the drone's raise for that
+  // zone. Drawn as a dashed line from the drone to the predicted entry
+  // point, with the ETA counting down from eta_s at the event's ts (or a
+  // dashed ring round the drone when it is only near and closing).
+  const approaches = new Map(); // approach_id → episode
+  const byDrone = new Map(); // drone_id → Set of its open episodes' ids
+  const endedApproaches = new Set(); // ids ended: a list read late does not bring them back
+  // The map draws at most APPROACH_MAP episodes (the list says how many
+  // there are), APPROACH_LABELS of them with their ETA: a flood of
+  // warnings must not stall the page.
+  const APPROACH_COLOR = '#ffb300', APPROACH_MAP = 50, APPROACH_LABELS = 20, APPROACH_ROWS = 25;
+  const approachingDrone = (id) => byDrone.has(id);
+  // due: when the drone is predicted to enter (ms; for one only near and
+  // closing, when it was warned of): the episodes' order.
+  const hasEta = (x) => x.eta_s !== null && x.eta_s !== undefined;
+  function etaLeft(x) {
+    return hasEta(x) ? Math.max(0, (x.due - Date.now()) / 1000) : null;
+  }
+  function etaText(x) {
+    const t = etaLeft(x);
+    return t === null ? 'near, closing' : 'ETA ' + Math.round(t) + ' s';
+  }
+  function zoneProps(id) {
+    const ls = zones.byZone.get(id);
+    return ls && ls.length ? ls[0].feature.properties : null;
+  }
+  function addApproach(x) {
+    if (endedApproaches.has(x.approach_id) || approaches.has(x.approach_id)) return;
+    const zp = zoneProps(x.zone_id);
+    if (!x.zone_name) x.zone_name = zp ? zp.name : '';
+    if (!x.category) x.category = zp ? zp.category : '';
+    x.due = Date.parse(x.ts) + (hasEta(x) ? x.eta_s * 1000 : 0);
+    approaches.set(x.approach_id, x);
+    if (!byDrone.has(x.drone_id)) byDrone.set(x.drone_id, new Set());
+    byDrone.get(x.drone_id).add(x.approach_id);
+    restyleDrone(x.drone_id);
+    renderActive(); // drawn with the list (drawApproaches)
+  }
+  // onMap draws an episode on the map (on), with its ETA as a label
+  // (label), or takes it off. The label is a marker's element whose text
+  // is set (nothing from the stream is HTML), placed without measuring
+  // (no layout forced per label).
+  let onMapCount = 0, labelCount = 0;
+  function onMap(x, on, label) {
+    if (on && !x.mark) {
+      const d = drones.get(x.drone_id);
+      const from = d ? [d.last.lat, d.last.lon] : [x.lat, x.lon];
+      if (x.entry) {
+        x.line = L.polyline([from, [x.entry.lat, x.entry.lon]], { renderer: trackRenderer, pane: 'tracks', color: APPROACH_COLOR, weight: 3, opacity: 0.95, dashArray: '8 6', interactive: false }).addTo(map);
+        x.mark = L.circleMarker([x.entry.lat, x.entry.lon], { renderer: droneRenderer, pane: 'drones', radius: 5, color: APPROACH_COLOR, weight: 2, fillColor: '#2b2614', fillOpacity: 1, interactive: false }).addTo(map);
+      } else {
+        x.mark = L.circleMarker(from, { renderer: droneRenderer, pane: 'drones', radius: 14, color: APPROACH_COLOR, weight: 2, dashArray: '5 4', fill: false, interactive: false }).addTo(map);
+      }
+      onMapCount++;
+    }
+    if ((!on || !label) && x.tag) {
+      x.tag.remove();
+      x.tag = x.label = null;
+      labelCount--;
+    }
+    if (!on && x.mark) {
+      if (x.line) x.line.remove();
+      x.mark.remove();
+      x.line = x.mark = null;
+      onMapCount--;
+    }
+    if (on && label && !x.tag) {
+      x.tag = L.marker(x.mark.getLatLng(), { icon: L.divIcon({ className: 'eta-label', html: '', iconSize: null, iconAnchor: [-10, 11] }),
+        interactive: false, keyboard: false }).addTo(map);
+      x.label = x.tag.getElement();
+      x.label.textContent = etaText(x);
+      labelCount++;
+    }
+  }
+  function endApproach(id) {
+    endedApproaches.add(id);
+    if (endedApproaches.size > 5000) { const keep = [...endedApproaches].slice(-2500); endedApproaches.clear(); keep.forEach((k) => endedApproaches.add(k)); }
+    const x = approaches.get(id);
+    if (!x) return;
+    approaches.delete(id);
+    const mine = byDrone.get(x.drone_id);
+    if (mine) { mine.delete(id); if (!mine.size) byDrone.delete(x.drone_id); }
+    onMap(x, false, false);
+    restyleDrone(x.drone_id);
+    renderActive();
+  }
+  function endApproachesOf(drone, zone) {
+    const mine = byDrone.get(drone);
+    if (!mine) return;
+    for (const id of [...mine]) if (approaches.get(id).zone_id === zone) endApproach(id);
+  }
+  function clearApproaches() {
+    for (const id of [...approaches.keys()]) endApproach(id);
+    endedApproaches.clear();
+  }
+  // The line starts where the drone is now: moved with the drones of a
+  // positions frame.
+  function moveApproaches(frame) {
+    if (!approaches.size) return;
+    for (const p of frame.drones) {
+      const mine = byDrone.get(p.drone_id);
+      if (!mine) continue;
+      for (const id of mine) {
+        const x = approaches.get(id);
+        if (x.line) x.line.setLatLngs([[p.lat, p.lon], [x.entry.lat, x.entry.lon]]);
+        else if (x.mark) { x.mark.setLatLng([p.lat, p.lon]); if (x.tag) x.tag.setLatLng([p.lat, p.lon]); }
+      }
+    }
+  }
+  function approachItem(x) {
+    const li = el('li', { class: ['alarm', 'approach', x.category].join(' '), 'data-approach-id': x.approach_id, 'data-drone-id': x.drone_id, 'data-zone-id': x.zone_id });
+    li.append(el('div', { class: 'head' },
+      el('span', { class: 'shape', 'aria-hidden': 'true', text: '➤' }),
+      el('span', { class: 'state', text: 'APPROACHING' }),
+      el('span', { class: 'cat', text: x.category })));
+    li.append(el('div', {}, el('button', { type: 'button', class: 'where', title: 'Show on the map', onclick: () => {
+      const d = drones.get(x.drone_id);
+      flyToPoint(d ? d.last.lat : x.lat, d ? d.last.lon : x.lon);
+    } }, 'drone ' + x.drone_id + ' → ' + (x.zone_name || x.zone_id))));
+    li.append(el('div', { class: 'meta' }, el('span', { class: 'eta', text: etaText(x) }),
+      (x.distance_m !== null && x.distance_m !== undefined ? ' · ' + Math.round(x.distance_m) + ' m from its edge' : '') + ' · warned at ' + fmtTime(x.ts) +
+      (x.entry ? ' · entry predicted at ' + x.entry.lat.toFixed(5) + ', ' + x.entry.lon.toFixed(5) : '')));
+    return li;
+  }
+  // mostUrgent is the k episodes due first, in order, without sorting
+  // them all (a flood holds thousands).
+  function mostUrgent(k) {
+    const top = [];
+    for (const x of approaches.values()) {
+      if (top.length === k && x.due >= top[k - 1].due) continue;
+      let i = top.length;
+      while (i > 0 && top[i - 1].due > x.due) i--;
+      top.splice(i, 0, x);
+      if (top.length > k) top.pop();
+    }
+    return top;
+  }
+  let drawnRows = '';
+  function drawApproaches() {
+    const list = mostUrgent(APPROACH_MAP);
+    document.body.dataset.approaching = String(approaches.size);
+    // The most urgent first, and what is drawn stays drawn until it ends:
+    // a flood of new warnings does not redraw the map's warnings.
+    for (const x of list) {
+      if (onMapCount >= APPROACH_MAP && labelCount >= APPROACH_LABELS) break;
+      if (!x.mark && onMapCount < APPROACH_MAP) onMap(x, true, false);
+      if (x.mark && !x.tag && labelCount < APPROACH_LABELS) onMap(x, true, true);
+    }
+    // At most APPROACH_ROWS rows: a flood of warnings must not push the
+    // alarms themselves out of sight.
+    // Rebuilt only when the rows or their count change; the countdown
+    // below moves the ETAs.
+    const rows = list.slice(0, APPROACH_ROWS);
+    const key = rows.map((x) => x.approach_id).join() + ' ' + approaches.size;
+    if (key === drawnRows) return;
+    drawnRows = key;
+    $('approaching').replaceChildren(...rows.map(approachItem));
+    if (approaches.size > APPROACH_ROWS) $('approaching').append(el('li', { class: 'hint', text: (approaches.size - APPROACH_ROWS) + ' more approaching' + (approaches.size > APPROACH_MAP ? ' (the map draws ' + APPROACH_MAP + ')' : '') }));
+  }
+  // The countdown: each second, the labels and the rows' ETA.
+  setInterval(() => {
+    for (const x of approaches.values()) if (x.label) x.label.textContent = etaText(x);
+    for (const s of $('approaching').querySelectorAll('li[data-approach-id] .eta')) {
+      const x = approaches.get(s.closest('li').dataset.approachId);
+      if (x) s.textContent = etaText(x);
+    }
+  }, 1000);
+  // The open episodes when the page opens (or starts over): GET
+  // /v1/drones says each drone's, eta_s from its last position.
+  async function loadApproaches() {
+    let cursor = null, pages = 0;
+    do {
+      const r = await api('v1/drones?limit=1000' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+      for (const d of r.body.drones) {
+        for (const ap of d.approaching || []) {
+          addApproach({ approach_id: ap.approach_id, drone_id: d.drone_id, zone_id: ap.zone_id, eta_s: ap.eta_s, entry: ap.entry,
+            distance_m: null, ts: d.ts, lat: d.lat, lon: d.lon });
+        }
+      }
+      cursor = r.body.next_cursor;
+    } while (cursor && ++pages < 20);
+  }
+  // For the browser tests: what the map draws of each approach.
+  window.nofly.approaches = () => [...approaches.values()].map((x) => ({
+    approach_id: x.approach_id, drone_id: x.drone_id, zone_id: x.zone_id, eta: etaText(x),
+    line: x.line && map.hasLayer(x.line) ? { latlngs: x.line.getLatLngs().map((p) => [p.lat, p.lng]), dashArray: x.line.options.dashArray, color: x.line.options.color } : null,
+    marker: x.mark && map.hasLayer(x.mark) ? [x.mark.getLatLng().lat, x.mark.getLatLng().lng] : null,
+    label: x.label ? x.label.textContent : null,
+  }));
+
+  // ---- authorisations ---------------------------------------------------
+  // Everyone sees the list; an admin (the role /v1/me names) creates and
+  // revokes. Polled while the panel is open, and read again after a change.
+  const auth = { open: false, timer: null, confirming: null, zoneIds: new Set(), loading: false };
+  const AUTH_POLL_MS = 5000;
+  function canAuthorize() {
+    if (!me) return false;
+    return me.can_authorize !== undefined ? !!me.can_authorize : me.role === 'admin';
+  }
+  function openAuthPanel(open) {
+    auth.open = open;
+    $('authPanel').hidden = !open;
+    $('authOpen').setAttribute('aria-expanded', open ? 'true' : 'false');
+    $('authForm').hidden = !canAuthorize();
+    sessionStorage.setItem('nofly.authPanel', open ? '1' : '0');
+    clearInterval(auth.timer);
+    auth.confirming = null;
+    if (!open) { setPicking(null); return; }
+    fillLists();
+    loadAuthorizations();
+    auth.timer = setInterval(loadAuthorizations, AUTH_POLL_MS);
+    (canAuthorize() ? $('authForm').drone : $('authClose')).focus({ preventScroll: true });
+  }
+  $('authOpen').addEventListener('click', () => openAuthPanel(!auth.open));
+  $('authClose').addEventListener('click', () => openAuthPanel(false));
+  // The drones and zones to pick from, as the form's suggestions.
+  function fillLists() {
+    const ds = [...drones.keys()].sort().slice(0, 1000);
+    $('droneIds').replaceChildren(...ds.map((id) => el('option', { value: id })));
+    const zs = [...zones.byZone.entries()].slice(0, 5000);
+    $('zoneIds').replaceChildren(...zs.map(([id, ls]) => el('option', { value: id, label: (ls[0].feature.properties.name || id) + ' · ' + ls[0].feature.properties.category })));
+  }
+  $('authForm').drone.addEventListener('focus', fillLists);
+  $('authForm').zoneId.addEventListener('focus', fillLists);
+  let picking = null; // 'drone' | 'zone' | null: what a click on the map picks
+  function setPicking(kind) {
+    picking = kind;
+    document.body.classList.toggle('picking', !!kind);
+    for (const b of $('authForm').querySelectorAll('button.pick')) b.setAttribute('aria-pressed', b.dataset.pick === kind ? 'true' : 'false');
+    $('authMsg').textContent = kind === 'drone' ? 'Click a drone on the map.' : kind === 'zone' ? 'Click zones on the map to add them; click “Pick on map” again when done.' : '';
+  }
+  for (const b of $('authForm').querySelectorAll('button.pick')) b.addEventListener('click', () => setPicking(picking === b.dataset.pick ? null : b.dataset.pick));
+  function setDroneField(id) {
+    $('authForm').drone.value = id;
+    fieldError('drone', '');
+  }
+  function addZoneChip(id) {
+    id = (id || '').trim();
+    if (!id) return;
+    auth.zoneIds.add(id);
+    $('authForm').querySelector('input[name="zonesMode"][value="some"]').checked = true;
+    drawChips();
+    fieldError('zones', '');
+  }
+  function drawChips() {
+    $('zoneChips').replaceChildren(...[...auth.zoneIds].map((id) => {
+      const zp = zoneProps(id);
+      return el('span', { class: 'chip', 'data-zone-id': id }, (zp && zp.name ? zp.name + ' (' + id + ')' : id),
+        el('button', { type: 'button', 'aria-label': 'Remove zone ' + id, text: '×', onclick: () => { auth.zoneIds.delete(id); drawChips(); } }));
+    }));
+  }
+  $('zoneAdd').addEventListener('click', () => { addZoneChip($('authForm').zoneId.value); $('authForm').zoneId.value = ''; });
+  $('authForm').zoneId.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') { e.preventDefault(); addZoneChip(e.target.value); e.target.value = ''; }
+  });
+  // datetime-local fields are read and written as UTC, as in the history.
+  const fromLocal = (v) => new Date(v + (v.length === 16 ? ':00' : '') + 'Z');
+  const toLocal = (d) => d.toISOString().slice(0, 19);
+  for (const b of $('authForm').querySelectorAll('.quick button')) {
+    b.addEventListener('click', () => {
+      const f = $('authForm').from.value;
+      const start = f ? fromLocal(f) : new Date();
+      $('authForm').until.value = toLocal(new Date(start.getTime() + Number(b.dataset.hours) * 3600e3));
+      fieldError('until', '');
+    });
+  }
+  function fieldError(field, text) {
+    const f = $('authForm');
+    const key = field.startsWith('zones') ? 'zones' : ['drone', 'from', 'until', 'reason', 'reference'].includes(field) ? field : 'body';
+    const span = f.querySelector('.fielderr[data-for="' + key + '"]');
+    span.textContent = text;
+    const input = key === 'zones' ? f.querySelector('.zonesfield') : f.elements[key];
+    if (input && input.classList) input.classList.toggle('field-bad', !!text);
+    if (input && input.setAttribute && input.tagName === 'INPUT') input.setAttribute('aria-invalid', text ? 'true' : 'false');
+  }
+  $('authForm').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const f = $('authForm');
+    for (const k of ['drone', 'zones', 'from', 'until', 'reason', 'reference', 'body']) fieldError(k, '');
+    $('authMsg').textContent = '';
+    const mode = f.querySelector('input[name="zonesMode"]:checked').value;
+    const cats = [...f.querySelectorAll('input[name="cat"]:checked')].map((c) => c.value);
+    if (f.until.value === '') { fieldError('until', 'until: required (no open-ended authorisation)'); f.until.focus(); return; }
+    const body = {
+      drone: f.drone.value.trim(),
+      zones: mode === 'all' ? 'all' : { ids: [...auth.zoneIds], categories: cats },
+      from: (f.from.value ? fromLocal(f.from.value) : new Date()).toISOString(),
+      until: fromLocal(f.until.value).toISOString(),
+      reason: f.reason.value,
+      reference: f.reference.value.trim() || null,
+    };
+    const btn = f.querySelector('button[type="submit"]');
+    btn.disabled = true;
+    try {
+      const r = await api('v1/authorizations', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      $('authMsg').textContent = 'Authorised ' + r.body.drone + ' until ' + fmtTime(r.body.until) + ' (authorisation ' + r.body.id + '); in force on every alerter within 5 s.';
+      f.reset(); auth.zoneIds.clear(); drawChips(); setPicking(null);
+      loadAuthorizations();
+    } catch (err) {
+      const field = (err.body && err.body.details && err.body.details.field) || 'body';
+      fieldError(field, err.message);
+      const bad = f.elements[field.startsWith('zones') ? 'zoneId' : field];
+      if (bad && bad.focus) bad.focus();
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  function zonesText(z) {
+    if (z === 'all') return 'all zones';
+    const parts = [];
+    for (const id of (z && z.ids) || []) { const zp = zoneProps(id); parts.push(zp && zp.name ? zp.name + ' (' + id + ')' : id); }
+    for (const c of (z && z.categories) || []) parts.push('every ' + c + ' zone');
+    return parts.join(', ') || 'no zone';
+  }
+  function authItem(au) {
+    const revoked = !!au.revoked_at;
+    const word = au.state === 'ended' ? (revoked ? 'REVOKED' : 'ENDED') : au.state.toUpperCase();
+    const li = el('li', { class: 'authz', 'data-auth-id': au.id, 'data-state': au.state, 'data-drone': au.drone });
+    const head = el('div', { class: 'head' },
+      el('strong', { text: au.drone }), el('span', { class: 'state', text: word }),
+      au.reference ? el('span', { class: 'ref', text: 'permit ' + au.reference }) : null);
+    li.append(head);
+    li.append(el('div', { text: zonesText(au.zones) }));
+    li.append(el('div', { class: 'meta', text: fmtTime(au.from) + ' → ' + fmtTime(au.until) }));
+    li.append(el('div', { class: 'meta', text: '“' + au.reason + '” · by ' + au.by +
+      (revoked ? ' · revoked ' + fmtTime(au.revoked_at) + ' by ' + au.revoked_by : '') }));
+    if (canAuthorize() && au.state !== 'ended') {
+      const err = el('span', { class: 'error', role: 'alert' });
+      const btn = el('button', { type: 'button', class: 'revoke', text: 'Revoke', 'aria-label': 'Revoke the authorisation of ' + au.drone + (au.reference ? ' (' + au.reference + ')' : '') });
+      head.append(btn);
+      const confirmRow = (yes) => el('div', { class: 'confirm', role: 'group', 'aria-label': 'Confirm the revocation' },
+        'End it now? Its drone’s alarms will page.',
+        el('button', { type: 'button', class: 'yes', text: 'Revoke now', onclick: yes }),
+        el('button', { type: 'button', class: 'no', text: 'Keep', onclick: () => { auth.confirming = null; loadAuthorizations(); } }));
+      btn.addEventListener('click', () => {
+        auth.confirming = au.id;
+        btn.disabled = true;
+        const row = confirmRow(async () => {
+          row.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+          try {
+            await api('v1/authorizations/' + encodeURIComponent(au.id), { method: 'DELETE' });
+            $('authMsg').textContent = 'Revoked ' + au.drone + (au.reference ? ' (' + au.reference + ')' : '') + '; a drone inside pages within a few seconds.';
+          } catch (e) {
+            err.textContent = 'revoke failed: ' + e.message;
+          }
+          auth.confirming = null;
+          loadAuthorizations();
+        });
+        li.append(row);
+        row.querySelector('.no').focus();
+      });
+      li.append(err);
+    }
+    return li;
+  }
+  async function loadAuthorizations() {
+    if (!auth.open || auth.loading) return;
+    auth.loading = true;
+    try {
+      const r = await api('v1/authorizations?limit=1000');
+      $('authError').hidden = true;
+      if (auth.confirming) return; // not under the operator's cursor
+      const groups = { active: [], upcoming: [], ended: [] };
+      for (const au of r.body.authorizations) (groups[au.state] || groups.ended).push(au);
+      const out = [];
+      for (const [k, title] of [['active', 'Active'], ['upcoming', 'Upcoming'], ['ended', 'Ended and revoked']]) {
+        out.push(el('h3', { text: title + ' (' + groups[k].length + ')' }));
+        const ul = el('ul', { class: 'authgroup', id: 'auth-' + k });
+        ul.append(...groups[k].map(authItem));
+        if (!groups[k].length) ul.append(el('li', { class: 'hint', text: 'none' }));
+        out.push(ul);
+      }
+      $('authLists').replaceChildren(...out);
+      $('authLists').dataset.version = String(r.body.version);
+    } catch (e) {
+      $('authError').hidden = false;
+      $('authError').textContent = 'authorisations: ' + e.message;
+    } finally {
+      auth.loading = false;
+    }
+  }
+  // The calm section's collapsed state is remembered.
+  $('authorisedBox').open = localStorage.getItem('nofly.authorisedOpen') !== '0';
+  $('authorisedBox').addEventListener('toggle', () => localStorage.setItem('nofly.authorisedOpen', $('authorisedBox').open ? '1' : '0'));
 
   // ---- the streams ------------------------------------------------------
   let lastEventId = null;
@@ -625,11 +1140,14 @@
             // and every later event cover everything (merge is
             // order-free). After a reconnect with Last-Event-ID, the
             // stream itself fills the gap.
-            if (comment === 'connected' && !lastEventId) loadAlarms().catch((e) => showError('alarms: ' + e.message));
+            if (comment === 'connected' && !lastEventId) {
+              loadAlarms().catch((e) => showError('alarms: ' + e.message));
+              loadApproaches().catch((e) => console.warn('approaching drones', e));
+            }
           });
       } catch (e) {
         if (e.status === 401) { askToken('the token was refused'); return; }
-        if (e.status === 410) { lastEventId = null; alarms.clear(); } // trimmed: start over from the lists
+        if (e.status === 410) { lastEventId = null; alarms.clear(); authz.clear(); clearApproaches(); } // trimmed: start over from the lists
         if (e.status === 503 || e.status === 403) { conn.errText = e.message; conn.events = 'error'; renderConn(); }
         else lost('events');
         stats.reconnects++;
@@ -743,7 +1261,9 @@
     $('who').textContent = me.name + ' (' + me.role + ')';
     document.body.dataset.role = me.role;
     $('signout').hidden = !token;
+    $('authOpen').title = canAuthorize() ? 'Authorised flights: list, create, revoke' : 'Authorised flights (your role may read them)';
     await loadZones(true);
+    if (sessionStorage.getItem('nofly.authPanel') === '1') openAuthPanel(true);
     followEvents();
     followPositions();
     loadHistory(false);
