@@ -592,3 +592,70 @@ func (s *Store) fetch(ctx context.Context, srcs []*source) error {
 	}
 	return nil
 }
+
+// Raise is the event that raised the alarm, as the index holds it (its
+// position, altitude and authorisation at the raise).
+func (a Alarm) Raise() alerts.Event { return a.raised }
+
+// activePage is how many active alarms ActiveIn reads per round trip.
+const activePage = 500
+
+// ActiveIn returns the active alarms of one partition's index (keys k,
+// partition p), oldest raise first, reading pages of 500 (ZRANGE, then one
+// HMGET each, pipelined): what the Alertmanager output re-posts for the
+// partitions its instance owns. An alarm cleared or deleted between the
+// two reads is left out.
+func ActiveIn(ctx context.Context, rdb redis.UniversalClient, k redislayout.Keys, p int) ([]Alarm, error) {
+	var out []Alarm
+	for start := int64(0); ; start += activePage {
+		ids, err := rdb.ZRange(ctx, k.AlarmsActive(), start, start+activePage-1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("alarmstore: active alarms of partition %d: %w", p, err)
+		}
+		cmds := make([]*redis.SliceCmd, len(ids))
+		if len(ids) > 0 {
+			_, err = rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+				for i, id := range ids {
+					cmds[i] = pl.HMGet(ctx, k.Alarms(), fields(id)...)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("alarmstore: active alarms of partition %d: %w", p, err)
+			}
+		}
+		for i := range ids {
+			a, ok, err := decode(p, cmds[i].Val())
+			if err != nil {
+				return nil, err
+			}
+			if ok && a.State == StateActive {
+				out = append(out, a)
+			}
+		}
+		if len(ids) < activePage {
+			return out, nil
+		}
+	}
+}
+
+// GetIn reads alarm id from one partition's index (keys k, partition p):
+// ErrNotFound when that index does not hold it (never raised there, or
+// deleted after the alarm retention).
+func GetIn(ctx context.Context, rdb redis.UniversalClient, k redislayout.Keys, p int, id string) (Alarm, error) {
+	if !validID(id) {
+		return Alarm{}, ErrNotFound
+	}
+	vals, err := rdb.HMGet(ctx, k.Alarms(), fields(id)...).Result()
+	if err != nil {
+		return Alarm{}, fmt.Errorf("alarmstore: get %s on partition %d: %w", id, p, err)
+	}
+	a, ok, err := decode(p, vals)
+	if err != nil {
+		return Alarm{}, err
+	}
+	if !ok {
+		return Alarm{}, ErrNotFound
+	}
+	return a, nil
+}

@@ -24,6 +24,10 @@ type Config struct {
 
 	// Webhooks to deliver every event to, each at least once.
 	Webhooks []Webhook
+	// Alertmanager: the Alertmanagers every active alarm is posted to as
+	// an alert (at least once, idempotent by labels), with the acks as
+	// silences. No URL: none.
+	Alertmanager Alertmanager
 	// HTTPClient posts to the webhooks. Default: a client with no overall
 	// timeout (each attempt is bounded by its Webhook.Timeout), up to 64
 	// idle connections per host, and no redirects followed (a 3xx is a
@@ -157,6 +161,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	c.Webhooks = hooks
+	c.Alertmanager.setDefaults()
 }
 
 // Validate reports the first bad field by name. NewDispatcher calls it after
@@ -183,6 +188,9 @@ func (c Config) Validate() error {
 		return fieldError("LagInterval", "must not be negative")
 	case c.TrimInterval < 0:
 		return fieldError("TrimInterval", "must not be negative")
+	}
+	if err := c.Alertmanager.validate(); err != nil {
+		return err
 	}
 	seen := make(map[string]bool)
 	for i, w := range c.Webhooks {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,9 +56,11 @@ type output struct {
 	keys      redislayout.Keys
 	kafka     *KafkaOutput // Kafka output only
 	hook      Webhook      // webhook outputs only
+	am        *amTarget    // Alertmanager outputs only
 	m         outputMetrics
 	log       *slog.Logger
 	prog      progress
+	backlog   atomic.Int64 // the lag gauge's value, for the Alertmanager output's bound
 }
 
 // Run drains partition's outbox into every output, each on its own
@@ -107,6 +111,12 @@ func (d *Dispatcher) Run(ctx context.Context, partition int) error {
 		outs = append(outs, o)
 		wg.Go(func() { o.runWebhook(ctx) })
 	}
+	for _, u := range d.cfg.Alertmanager.URLs {
+		o := newOutput(alertmanagerOutput(u))
+		o.am = &amTarget{url: strings.TrimRight(u, "/"), cfg: &d.cfg.Alertmanager, m: d.m.alertmanager(AlertmanagerName(u))}
+		outs = append(outs, o)
+		wg.Go(func() { o.runAlertmanager(ctx) })
+	}
 	wg.Go(func() { d.trackLag(ctx, k, outs) })
 	if d.cfg.Retention >= 0 && len(outs) > 0 {
 		wg.Go(func() { d.trimLoop(ctx, k, pl, outs) })
@@ -142,7 +152,9 @@ func (d *Dispatcher) trackLag(ctx context.Context, k redislayout.Keys, outs []*o
 				}
 			}
 			b := bases[i]
-			o.m.lag.Set(float64(max(0, b.count+(added-b.added)-advanced)))
+			lag := max(0, b.count+(added-b.added)-advanced)
+			o.backlog.Store(lag)
+			o.m.lag.Set(float64(lag))
 		}
 	}
 }

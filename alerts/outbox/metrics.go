@@ -16,6 +16,9 @@ type metrics struct {
 	lag         *prometheus.GaugeVec
 	trimmed     *prometheus.CounterVec // by partition
 	entries     *prometheus.GaugeVec   // by partition
+
+	// The Alertmanager outputs', by alertmanager (AlertmanagerName).
+	amPosts, amFailures, amDrops, amSilencesCreated, amSilencesExpired, amRefreshes *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -53,6 +56,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "nofly", Subsystem: "outbox", Name: "stream_entries",
 			Help: "Entries in the partition's outbox stream after the last trim (grows while an output is stuck).",
 		}, []string{"partition"}),
+		amPosts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "posts_total",
+			Help: "POSTs of alerts an Alertmanager accepted, by kind: events (from the outbox) or refresh (the active alarms again).",
+		}, []string{"alertmanager", "kind"}),
+		amFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "failures_total",
+			Help: "Requests to an Alertmanager that failed (no answer, 5xx, a refusal); retried with backoff unless refused.",
+		}, []string{"alertmanager"}),
+		amDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "drops_total",
+			Help: "What an Alertmanager output gave up on, by reason: refused (a 4xx: alerts or silence requests), backlog (outbox entries skipped past the bound while the Alertmanager failed), undecodable (entries).",
+		}, []string{"alertmanager", "reason"}),
+		amSilencesCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "silences_created_total",
+			Help: "Silences made in an Alertmanager for acked alarms.",
+		}, []string{"alertmanager"}),
+		amSilencesExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "silences_expired_total",
+			Help: "Ack silences expired in an Alertmanager when their alarm cleared.",
+		}, []string{"alertmanager"}),
+		amRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nofly", Subsystem: "alertmanager", Name: "refreshes_total",
+			Help: "Refreshes done: a partition's active alarms posted to an Alertmanager again.",
+		}, []string{"alertmanager"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -82,6 +109,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if m.entries, err = register(reg, m.entries); err != nil {
 		return nil, err
+	}
+	for _, c := range []**prometheus.CounterVec{&m.amPosts, &m.amFailures, &m.amDrops, &m.amSilencesCreated, &m.amSilencesExpired, &m.amRefreshes} {
+		if *c, err = register(reg, *c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -118,4 +150,29 @@ func (m *metrics) output(partition, output string) outputMetrics {
 		fenced:      m.fenced.WithLabelValues(partition, output),
 		lag:         m.lag.WithLabelValues(partition, output),
 	}
+}
+
+// amOutputMetrics are one Alertmanager's children of the vectors.
+type amOutputMetrics struct {
+	failures, silencesCreated, silencesExpired, refreshes prometheus.Counter
+	postsVec, dropsVec                                    *prometheus.CounterVec
+	name                                                  string
+}
+
+func (m *metrics) alertmanager(name string) amOutputMetrics {
+	return amOutputMetrics{
+		failures:        m.amFailures.WithLabelValues(name),
+		silencesCreated: m.amSilencesCreated.WithLabelValues(name),
+		silencesExpired: m.amSilencesExpired.WithLabelValues(name),
+		refreshes:       m.amRefreshes.WithLabelValues(name),
+		postsVec:        m.amPosts, dropsVec: m.amDrops, name: name,
+	}
+}
+
+func (m amOutputMetrics) posts(kind string) prometheus.Counter {
+	return m.postsVec.WithLabelValues(m.name, kind)
+}
+
+func (m amOutputMetrics) drops(reason string) prometheus.Counter {
+	return m.dropsVec.WithLabelValues(m.name, reason)
 }

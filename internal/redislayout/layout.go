@@ -119,11 +119,17 @@ func (k Keys) AuthSwitches() string { return k.tag + ":authswitch" }
 func (k Keys) ReplCheck() string { return k.tag + ":replcheck" }
 
 // Cursor is the string holding the stream id output last passed; output is
-// KafkaOutput or WebhookOutput(name).
+// KafkaOutput, WebhookOutput(name) or AlertmanagerOutput(name).
 func (k Keys) Cursor(output string) string { return k.tag + ":cursor:" + output }
 
 // Dead is output's dead-letter stream (fields of DeadLetter.Values).
 func (k Keys) Dead(output string) string { return k.tag + ":dead:" + output }
+
+// State is output's hash of what it last told its endpoint per alarm:
+// field = alarm id, value = AlertmanagerState JSON (the Alertmanager
+// outputs: the series posted and the ack's silence id). Written with the
+// output's cursor, in one script.
+func (k Keys) State(output string) string { return k.tag + ":state:" + output }
 
 // KafkaOutput names the dispatcher's Kafka output in cursor keys and metrics.
 const KafkaOutput = "kafka"
@@ -131,6 +137,10 @@ const KafkaOutput = "kafka"
 // WebhookOutput names webhook name's output in cursor and dead-letter keys
 // and in metrics.
 func WebhookOutput(name string) string { return "webhook:" + name }
+
+// AlertmanagerOutput names the output to Alertmanager name (its URL's
+// host, port and path) in cursor and state keys and in metrics.
+func AlertmanagerOutput(name string) string { return "alertmanager:" + name }
 
 // The fields of an outbox entry (XADD order: event_id, event).
 const (

@@ -38,6 +38,8 @@ func TestKeysPinned(t *testing.T) {
 		{"kafka cursor", k.Cursor(KafkaOutput), "{nofly:telemetry.positions:3}:cursor:kafka"},
 		{"webhook cursor", k.Cursor(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:cursor:webhook:ops"},
 		{"webhook dead letters", k.Dead(WebhookOutput("ops")), "{nofly:telemetry.positions:3}:dead:webhook:ops"},
+		{"alertmanager cursor", k.Cursor(AlertmanagerOutput("am1:9093")), "{nofly:telemetry.positions:3}:cursor:alertmanager:am1:9093"},
+		{"alertmanager state", k.State(AlertmanagerOutput("am1:9093")), "{nofly:telemetry.positions:3}:state:alertmanager:am1:9093"},
 		{"other prefix and partition", Of("t-1", "pos", 10).Applied(), "{t-1:pos:10}:applied"},
 	}
 	for _, tt := range tests {
@@ -102,7 +104,8 @@ func TestDocMatchesLayout(t *testing.T) {
 		"ZoneSwitches":  generic(k.ZoneSwitches()),
 		"AuthVersion":   generic(k.AuthVersion()),
 		"AuthSwitches":  generic(k.AuthSwitches()),
-		"Cursor":        generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))),
+		"Cursor":        generic(k.Cursor(KafkaOutput)) + " " + generic(k.Cursor(WebhookOutput("<name>"))) + " " + generic(k.Cursor(AlertmanagerOutput("<name>"))),
+		"State":         generic(k.State(AlertmanagerOutput("<name>"))),
 		"Dead":          generic(k.Dead(WebhookOutput("<name>"))),
 		"ReplCheck":     generic(k.ReplCheck()),
 	}
