@@ -82,6 +82,14 @@ type Config struct {
 	WebhookMaxAttempts int           // attempts before an event is dead-lettered
 	WebhookTimeout     time.Duration // bound of one POST
 	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
+	// The Alertmanager output (alerts/outbox, docs/operations.md): every
+	// active alarm an alert in each Alertmanager (an HA pair gets both),
+	// its severity label from the zone category, posted again every
+	// refresh; an ack a silence bounded by AlertmanagerSilenceMax.
+	Alertmanagers          []string
+	AlertmanagerSeverity   string // category=severity,...; * the rest
+	AlertmanagerRefresh    time.Duration
+	AlertmanagerSilenceMax time.Duration
 
 	HTTPAddr         string // /metrics, /healthz, /readyz, /openapi.json and the API; empty = off
 	httpserve.Limits        // its timeouts, header bound and connection cap (--http-...)
@@ -128,7 +136,19 @@ func (c Config) dispatchConfig() outbox.Config {
 	if retention == 0 {
 		retention = -1 // outbox.Config: negative keeps every entry
 	}
-	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention, Replicas: c.replicas()}
+	return outbox.Config{Prefix: c.RedisPrefix, Topic: c.Topic, Webhooks: hooks, Retention: retention, Replicas: c.replicas(),
+		Alertmanager: c.alertmanager()}
+}
+
+// alertmanager is the Alertmanager output's configuration (checked by
+// Validate); the dashboard's deep links are under the first --public-url.
+func (c Config) alertmanager() outbox.Alertmanager {
+	sev, _ := outbox.ParseSeverity(c.AlertmanagerSeverity)
+	a := outbox.Alertmanager{URLs: c.Alertmanagers, Severity: sev, Refresh: c.AlertmanagerRefresh, SilenceMax: c.AlertmanagerSilenceMax}
+	if len(c.PublicURLs) > 0 {
+		a.DashboardURL = c.PublicURLs[0]
+	}
+	return a
 }
 
 // replicas is how Redis writes wait for replicas (off unless
@@ -138,42 +158,47 @@ func (c Config) replicas() redisreplica.Wait {
 }
 
 // dispatching reports whether the outbox has any output.
-func (c Config) dispatching() bool { return c.EventsTopic != "" || len(c.Webhooks) > 0 }
+func (c Config) dispatching() bool {
+	return c.EventsTopic != "" || len(c.Webhooks) > 0 || len(c.Alertmanagers) > 0
+}
 
 // DefaultConfig returns the defaults: local Kafka and Redis, 12 partitions,
 // batches of 500 records or 20 ms.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:               []string{"127.0.0.1:9092"},
-		Topic:                 "telemetry.positions",
-		Partitions:            12,
-		Group:                 "nofly-alerter",
-		RedisAddr:             "127.0.0.1:6379",
-		RedisPrefix:           dedup.DefaultPrefix,
-		EventTTL:              dedup.DefaultEventTTL,
-		SignalLostAfter:       alerts.DefaultSignalLostAfter,
-		DroneTTL:              alerts.DefaultDroneTTL,
-		ApproachBefore:        alerts.DefaultApproachBefore,
-		ApproachBufferM:       alerts.DefaultApproachBufferM,
-		RedisReplicaTimeout:   redisreplica.DefaultTimeout,
-		Batch:                 500,
-		Linger:                20 * time.Millisecond,
-		SessionTimeout:        10 * time.Second,
-		HeartbeatInterval:     time.Second,
-		RebalanceTimeout:      30 * time.Second,
-		EventsTopic:           "alerts.events",
-		WebhookMaxAttempts:    outbox.DefaultWebhookMaxAttempts,
-		WebhookTimeout:        10 * time.Second,
-		OutboxRetention:       outbox.DefaultRetention,
-		HTTPAddr:              ":9102",
-		Limits:                alerterLimits(),
-		APIRatePerToken:       api.DefaultRatePerToken,
-		APIRatePerAddr:        api.DefaultRatePerAddr,
-		AlarmRetention:        dedup.DefaultAlarmRetention,
-		APIMaxStreams:         api.DefaultMaxStreams,
-		APIMaxStreamsPerToken: api.DefaultMaxStreamsPerToken,
-		APIMaxBulkRequests:    api.DefaultMaxBulkRequests,
-		LogLevel:              "info",
+		Brokers:                []string{"127.0.0.1:9092"},
+		Topic:                  "telemetry.positions",
+		Partitions:             12,
+		Group:                  "nofly-alerter",
+		RedisAddr:              "127.0.0.1:6379",
+		RedisPrefix:            dedup.DefaultPrefix,
+		EventTTL:               dedup.DefaultEventTTL,
+		SignalLostAfter:        alerts.DefaultSignalLostAfter,
+		DroneTTL:               alerts.DefaultDroneTTL,
+		ApproachBefore:         alerts.DefaultApproachBefore,
+		ApproachBufferM:        alerts.DefaultApproachBufferM,
+		RedisReplicaTimeout:    redisreplica.DefaultTimeout,
+		Batch:                  500,
+		Linger:                 20 * time.Millisecond,
+		SessionTimeout:         10 * time.Second,
+		HeartbeatInterval:      time.Second,
+		RebalanceTimeout:       30 * time.Second,
+		EventsTopic:            "alerts.events",
+		WebhookMaxAttempts:     outbox.DefaultWebhookMaxAttempts,
+		WebhookTimeout:         10 * time.Second,
+		OutboxRetention:        outbox.DefaultRetention,
+		AlertmanagerSeverity:   outbox.DefaultAlertmanagerSeverity,
+		AlertmanagerRefresh:    time.Minute,
+		AlertmanagerSilenceMax: 24 * time.Hour,
+		HTTPAddr:               ":9102",
+		Limits:                 alerterLimits(),
+		APIRatePerToken:        api.DefaultRatePerToken,
+		APIRatePerAddr:         api.DefaultRatePerAddr,
+		AlarmRetention:         dedup.DefaultAlarmRetention,
+		APIMaxStreams:          api.DefaultMaxStreams,
+		APIMaxStreamsPerToken:  api.DefaultMaxStreamsPerToken,
+		APIMaxBulkRequests:     api.DefaultMaxBulkRequests,
+		LogLevel:               "info",
 	}
 }
 
@@ -274,6 +299,10 @@ func (c Config) Validate() error {
 		return badField("WebhookTimeout", "must be positive")
 	case c.OutboxRetention < 0:
 		return badField("OutboxRetention", "must not be negative (0 keeps every entry)")
+	case c.AlertmanagerRefresh < time.Second || c.AlertmanagerRefresh >= 5*time.Minute:
+		return badField("AlertmanagerRefresh", "must be from 1s to under 5m (a firing alert is sent ending 4 refreshes ahead; keep it well under the Alertmanager's resolve_timeout, 5m by default)")
+	case c.AlertmanagerSilenceMax < time.Minute:
+		return badField("AlertmanagerSilenceMax", "must be at least 1m")
 	case c.APIRatePerToken < 0:
 		return badField("APIRatePerToken", "must not be negative (0: unlimited)")
 	case c.APIRatePerAddr < 0:
@@ -298,6 +327,19 @@ func (c Config) Validate() error {
 	for _, o := range c.APICORSOrigins {
 		if o != "*" && !validOrigin(o) {
 			return badField("APICORSOrigins", fmt.Sprintf("%q is not an origin (scheme://host[:port], or *)", o))
+		}
+	}
+	if _, err := outbox.ParseSeverity(c.AlertmanagerSeverity); err != nil {
+		return badField("AlertmanagerSeverity", err.Error())
+	}
+	for i, u := range c.Alertmanagers {
+		if err := outbox.ValidateAlertmanagerURL(u); err != nil {
+			return badField("Alertmanagers", err.Error())
+		}
+		for _, o := range c.Alertmanagers[:i] {
+			if outbox.AlertmanagerName(o) == outbox.AlertmanagerName(u) {
+				return badField("Alertmanagers", fmt.Sprintf("%s is given twice", u))
+			}
 		}
 	}
 	for i, w := range c.Webhooks {
@@ -371,6 +413,10 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "WebhookMaxAttempts", Flag: "webhook-max-attempts", Env: "NOFLY_WEBHOOK_MAX_ATTEMPTS", Usage: "attempts per event and webhook before the event is dead-lettered"},
 	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
 	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
+	{Name: "Alertmanagers", Flag: "alertmanager", Env: "NOFLY_ALERTMANAGER", Usage: "URL of an Alertmanager (http[s]://host:port[/route-prefix]) every active alarm is posted to as a DroneInZone alert, an ack becoming a silence of it; at least once, driven from the outbox; repeatable (an HA pair gets both), or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
+	{Name: "AlertmanagerSeverity", Flag: "alertmanager-severity", Env: "NOFLY_ALERTMANAGER_SEVERITY", Usage: "the Alertmanager alerts' severity label by zone category (category=severity, comma separated; * for every other category)"},
+	{Name: "AlertmanagerRefresh", Flag: "alertmanager-refresh", Env: "NOFLY_ALERTMANAGER_REFRESH", Usage: "how often the active alarms of the partitions this instance owns are posted to the Alertmanagers again (and at start); a firing alert ends 4 refreshes ahead unless refreshed: keep it well under the Alertmanager's resolve_timeout"},
+	{Name: "AlertmanagerSilenceMax", Flag: "alertmanager-silence-max", Env: "NOFLY_ALERTMANAGER_SILENCE_MAX", Usage: "longest an ack's Alertmanager silence lasts (it is expired when the alarm clears)"},
 	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
 }, httpserve.Rows[Config]("NOFLY_ALERTER"), envflag.Fields[Config]{
 	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},

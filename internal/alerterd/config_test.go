@@ -56,6 +56,23 @@ func TestParseConfig(t *testing.T) {
 		{"approach over an hour", []string{"--zones", "z", "--approach-before", "*=2h"}, nil, nil, "ApproachBefore"},
 		{"approach category twice", []string{"--zones", "z", "--approach-before", "a=1s,a=2s"}, nil, nil, "category \"a\" twice"},
 		{"approach buffer negative", []string{"--zones", "z", "--approach-buffer", "-1"}, nil, nil, "ApproachBufferM"},
+		{"alertmanagers", []string{"--zones", "z", "--alertmanager", "http://am1:9093", "--alertmanager", "http://am2:9093/", "--public-url", "https://nofly.example/",
+			"--alertmanager-severity", "restricted=page, *=info", "--alertmanager-refresh", "20s", "--alertmanager-silence-max", "1h"}, nil, func(c Config) bool {
+			a := c.dispatchConfig().Alertmanager
+			return c.dispatching() && reflect.DeepEqual(a.URLs, []string{"http://am1:9093", "http://am2:9093/"}) &&
+				reflect.DeepEqual(a.Severity, map[string]string{"restricted": "page", "*": "info"}) &&
+				a.Refresh == 20*time.Second && a.SilenceMax == time.Hour && a.DashboardURL == "https://nofly.example/"
+		}, ""},
+		{"alertmanagers from env", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_ALERTMANAGER": "http://a:1, http://b:2"},
+			func(c Config) bool { return reflect.DeepEqual(c.Alertmanagers, []string{"http://a:1", "http://b:2"}) }, ""},
+		{"alertmanager default severity", []string{"--zones", "z"}, nil, func(c Config) bool {
+			return reflect.DeepEqual(c.alertmanager().Severity, map[string]string{"restricted": "critical", "prohibited": "critical", "*": "warning"})
+		}, ""},
+		{"alertmanager not a URL", []string{"--zones", "z", "--alertmanager", "am1:9093"}, nil, nil, "Alertmanagers (--alertmanager, NOFLY_ALERTMANAGER)"},
+		{"alertmanager twice", []string{"--zones", "z", "--alertmanager", "http://am1:9093", "--alertmanager", "http://am1:9093/"}, nil, nil, "given twice"},
+		{"alertmanager severity bad", []string{"--zones", "z", "--alertmanager-severity", "restricted"}, nil, nil, "AlertmanagerSeverity"},
+		{"alertmanager refresh at resolve_timeout", []string{"--zones", "z", "--alertmanager-refresh", "5m"}, nil, nil, "AlertmanagerRefresh"},
+		{"alertmanager silence too short", []string{"--zones", "z", "--alertmanager-silence-max", "30s"}, nil, nil, "AlertmanagerSilenceMax"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +143,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
 		EventsTopic: "e.x", Webhooks: []WebhookURL{{"a", "http://h:1/a"}, {"b", "https://h/b?q=1"}},
 		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
+		Alertmanagers: []string{"http://am1:9093", "https://am2.example/am"}, AlertmanagerSeverity: "restricted=page,*=info",
+		AlertmanagerRefresh: 30 * time.Second, AlertmanagerSilenceMax: 2 * time.Hour,
 		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
 		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
 		PublicURLs: []string{"https://nofly.example", "http://alerter:9102"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"},
@@ -165,7 +184,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 	vars, flags = empty.Environ()
 	if want := []string{"--kafka-tls-ca=", "--kafka-tls-cert=", "--kafka-tls-key=", "--kafka-sasl=", "--kafka-sasl-user=", "--kafka-sasl-password-file=",
 		"--redis-user=", "--redis-password-file=", "--redis-tls-ca=", "--redis-tls-cert=", "--redis-tls-key=",
-		"--events-topic=", "--webhook=", "--http=", "--api-tokens=", "--api-cors-origins=", "--public-url=", "--trusted-proxies="}; !reflect.DeepEqual(flags, want) {
+		"--events-topic=", "--webhook=", "--alertmanager=", "--http=", "--api-tokens=", "--api-cors-origins=", "--public-url=", "--trusted-proxies="}; !reflect.DeepEqual(flags, want) {
 		t.Fatalf("flags %v, want %v", flags, want)
 	}
 	env = map[string]string{}

@@ -203,7 +203,7 @@ func newDispatcher(ctx context.Context, cfg Config, kc kafkaconn.Conn, partition
 		}
 		ko = outbox.NewKafkaOutput(cfg.Brokers, cfg.EventsTopic, producer.Config{ClientID: "nofly-outbox", Logger: log, TLS: kc.TLS, SASL: kc.SASL})
 	}
-	outputs := len(cfg.Webhooks)
+	outputs := len(cfg.Webhooks) + len(cfg.Alertmanagers)
 	if ko != nil {
 		outputs++
 	}
@@ -227,7 +227,7 @@ func newDispatcher(ctx context.Context, cfg Config, kc kafkaconn.Conn, partition
 	for i, w := range cfg.Webhooks {
 		hooks[i] = w.Name
 	}
-	log.Info("outbox dispatch", "events_topic", cfg.EventsTopic, "partitions", partitions, "webhooks", hooks)
+	log.Info("outbox dispatch", "events_topic", cfg.EventsTopic, "partitions", partitions, "webhooks", hooks, "alertmanagers", cfg.Alertmanagers)
 	return &dispatch{d: d, rdb: rdb}, nil
 }
 
