@@ -478,6 +478,35 @@ func TestDashboardSignalLost(t *testing.T) {
 	b.shot("signal-regained")
 }
 
+// TestDashboardAlarmLink: a link to one alarm (#alarm=<id>, the
+// "dashboard" link of the Alertmanager output) opens the page on it: its
+// row marked and the map on it, not moved away by the fit to the zones.
+// (An alarm on no list — cleared and acked — is shown in the history.)
+func TestDashboardAlarmLink(t *testing.T) {
+	s := startStack(t, testZones(), 2)
+	b := openBrowser(t, s.alerter, "operator")
+	b.signIn(s.operator)
+	s.send(pos("LINK-1", 1, time.Now(), 51.45, 0.45))
+	sel := `#active li.alarm[data-state="active"]`
+	b.run("see the alarm", chromedp.WaitVisible(chromedp.CSS(sel)))
+	id := eval[string](b, `document.querySelector('`+sel+`').dataset.alarmId`)
+	for _, step := range []struct{ name, row string }{
+		{"active", `#active li.alarm.linked[data-alarm-id="` + id + `"]`},
+		{"active, again", `#active li.alarm.linked[data-alarm-id="` + id + `"]`},
+	} {
+		b.run("open the link to the "+step.name+" alarm", chromedp.Navigate(b.origin+"/#alarm="+id), chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(step.row)),
+			// The map flies there (0.8 s, zoom 11 at least) and no fit to
+			// the zones or the drones moves it away after.
+			chromedp.Poll[chromedp.Void](`nofly.inView(51.45, 0.45)`, chromedp.WithPollingTimeout(10*time.Second)))
+		time.Sleep(1500 * time.Millisecond)
+		if !eval[bool](b, `nofly.inView(51.45, 0.45)`) {
+			t.Errorf("the map shows %v after the link, not the alarm at 51.45, 0.45 from zoom 11", eval[[]float64](b, `nofly.center()`))
+		}
+	}
+	b.shot("alarm-link")
+}
+
 // TestDashboardRoles: a viewer sees the alarm but no Ack button; an
 // operator sees one and acks it from the keyboard; the viewer's page shows
 // the ack.

@@ -143,6 +143,10 @@
   map.attributionControl.setPrefix(false);
   map.attributionControl.addAttribution('Coastlines: Natural Earth (world-atlas) · Map: Leaflet');
   map.setView([51.5, -0.3], 6);
+  // A link to one alarm (#alarm=<alarm_id>: the "dashboard" link of
+  // Alertmanager's alerts) selects it once the lists are read; read here,
+  // before the map's moves rewrite the address.
+  const linkedAlarm = (/^#alarm=([0-9a-f]{32})$/.exec(location.hash) || [])[1] || null;
   // A view in the address (#map=zoom/lat/lon, as OpenStreetMap writes it)
   // wins over fitting the zones, and the address follows the map: a view
   // can be bookmarked or sent to a colleague.
@@ -153,6 +157,7 @@
     window.history.replaceState(null, '', '#map=' + map.getZoom() + '/' + c.lat.toFixed(4) + '/' + c.lng.toFixed(4));
   });
   window.nofly.center = () => { const c = map.getCenter(); return [c.lat, c.lng]; };
+  window.nofly.inView = (lat, lon) => map.getBounds().contains([lat, lon]) && map.getZoom() >= 11;
   const renderer = L.canvas({ padding: 0.3 });
   const zonePane = map.createPane('zones'); zonePane.style.zIndex = 410;
   const trackPane = map.createPane('tracks'); trackPane.style.zIndex = 420;
@@ -298,7 +303,7 @@
     $('zonever').textContent = 'zones: v' + fc.zone_version + ' (' + fc.zones + ')';
     $('zonever').dataset.version = fc.zone_version;
     document.body.dataset.zonesDrawn = String(fc.features.length);
-    if (!zones.fitted && zones.bounds && !hashView) { map.fitBounds(zones.bounds, { padding: [20, 20] }); zones.fitted = true; }
+    if (!zones.fitted && zones.bounds && !hashView && !linkedAlarm) { map.fitBounds(zones.bounds, { padding: [20, 20] }); zones.fitted = true; }
   }
   function restyleZones() {
     if (!zones.layer) return;
@@ -735,6 +740,31 @@
     await loadList('state=active', 10000);
     await loadList('state=cleared&acked=false&authorized=false', 2000);
     renderActive();
+    if (linkedAlarm) showLinked(linkedAlarm).catch((e) => showError('alarm ' + linkedAlarm + ': ' + e.message));
+  }
+  // showLinked reads the linked alarm (it may be cleared and acked, off the
+  // lists), flies the map to it and marks its row, or shows it in the
+  // history when no list holds it.
+  async function showLinked(id) {
+    const r = await api('/v1/alarms/' + encodeURIComponent(id));
+    const a = merge(r.body);
+    renderActive();
+    flyTo(a);
+    // The lists are drawn on a later frame (renderActive batches): wait for
+    // the row up to a second.
+    const find = () => document.querySelector('#active [data-alarm-id="' + CSS.escape(id) + '"], #authorised [data-alarm-id="' + CSS.escape(id) + '"]');
+    let li = find();
+    for (let i = 0; !li && i < 20; i++) {
+      await new Promise((res) => setTimeout(res, 50));
+      li = find();
+    }
+    if (li && li.closest('details')) li.closest('details').open = true;
+    if (!li) {
+      $('history').replaceChildren(alarmItem(a, false));
+      li = $('history').firstChild;
+    }
+    li.classList.add('linked');
+    li.scrollIntoView({ block: 'center' });
   }
 
   // ---- approaching drones ---------------------------------------------
@@ -1166,7 +1196,7 @@
             heard('positions');
             if (type !== 'positions') return;
             const f = JSON.parse(data);
-            if (f.full && f.drones.length && !fittedDrones && !hashView) {
+            if (f.full && f.drones.length && !fittedDrones && !hashView && !linkedAlarm) {
               // First sight: where the drones are is where to look.
               fittedDrones = true;
               map.fitBounds(L.latLngBounds(f.drones.map((d) => [d.lat, d.lon])).pad(0.3), { maxZoom: 11 });
