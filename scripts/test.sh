@@ -34,6 +34,11 @@ bash scripts/services.sh start
 # The dashboard's browser tests (dashboard/browser_test.go) need chromium.
 step "chromium"
 bash scripts/chromium.sh install
+# The Alertmanager proofs start private Alertmanagers (Debian's
+# prometheus-alertmanager): installed once here, not by five tests at once
+# racing for the package manager's lock.
+step "alertmanager"
+bash scripts/alertmanager.sh install
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
