@@ -63,6 +63,7 @@ type service struct {
 	dial  func(ctx context.Context) (kafkaProducer, error)
 	feeds *feedkey.Set // nil without --feed-keys
 	ticks *ticker      // the clock ticks, once connected
+	lag   *lagWatcher  // Kafka's up-ness and the consumer groups' lag (lag.go)
 }
 
 // kafkaProducer is what the service uses of *producer.Producer.
@@ -101,6 +102,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		return nil, err
 	}
 	s.ticks = newTicker(&s.prod, cfg.Partitions, cfg.TickInterval, reg, log)
+	s.lag = newLagWatcher(s.admin, cfg.Topic, reg, log)
 	api, err := ingest.NewServer(ingest.Options{
 		Producer: &s.prod,
 		Limits: ingest.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxRecords: cfg.MaxRecords,
@@ -155,7 +157,11 @@ func (s *service) run(ctx context.Context) error {
 	defer stopConnect()
 	fatal := make(chan error, 2)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.lag.run(connCtx, lagInterval) // from the start: a Kafka never reached shows as down
+	}()
 	go func() {
 		defer wg.Done()
 		if err := s.connect(connCtx); err != nil {
