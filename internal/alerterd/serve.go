@@ -90,6 +90,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// nofly_alerter_redis_up and nofly_alerter_kafka_up (probe.go).
+	probes, closeProbes := newProbes(m.reg, rc, kc, cfg.Brokers, cfg.Topic)
+	defer closeProbes()
+	go runProbes(ctx, probeInterval, probes, log)
 	addr := ""
 	if cfg.HTTPAddr != "" {
 		healthy := func(ctx context.Context) error {
