@@ -39,6 +39,10 @@ bash scripts/chromium.sh install
 # racing for the package manager's lock.
 step "alertmanager"
 bash scripts/alertmanager.sh install
+# promtool's rule tests (deploy/prometheus) and TestPrometheusLagRule
+# need Debian's prometheus, unpacked into the cache.
+step "prometheus"
+bash scripts/prometheus.sh install
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
