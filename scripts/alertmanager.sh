@@ -6,7 +6,8 @@
 #
 #   scripts/alertmanager.sh install|start|stop|restart|status|check|logs
 #
-# ALERTMANAGER_PORT (9093) and ALERTMANAGER_DIR (state: silences, the
+# ALERTMANAGER_PORT (9095: 9093, Alertmanager's own default, is the Kafka
+# controller's port in scripts/kafka.sh) and ALERTMANAGER_DIR (state: silences, the
 # notification log, pid, log) let a test run a private instance.
 # ALERTMANAGER_CONFIG is its configuration (default compose/alertmanager.yml,
 # the sample routing, whose real receivers are commented out); `check`
@@ -16,7 +17,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-ALERTMANAGER_PORT=${ALERTMANAGER_PORT:-9093}
+ALERTMANAGER_PORT=${ALERTMANAGER_PORT:-9095}
 ALERTMANAGER_DIR=${ALERTMANAGER_DIR:-"$NOFLY_CACHE/run/alertmanager-$ALERTMANAGER_PORT"}
 ALERTMANAGER_CONFIG=${ALERTMANAGER_CONFIG:-"$SCRIPTS_DIR/../compose/alertmanager.yml"}
 PIDFILE=$ALERTMANAGER_DIR/alertmanager.pid
