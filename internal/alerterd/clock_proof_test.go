@@ -61,7 +61,7 @@ func (p *pipeline) startIngest(name string, tick time.Duration) *ingestProc {
 	cmd := exec.Command(ingestBinary(t), "serve")
 	cmd.Env = append(os.Environ(), "NOFLY_KAFKA_BROKERS="+strings.Join(p.brokers, ","), "NOFLY_TELEMETRY_TOPIC="+p.topic,
 		"NOFLY_TELEMETRY_PARTITIONS="+strconv.Itoa(p.partitions), "NOFLY_INGEST_ADDR=127.0.0.1:"+strconv.Itoa(port),
-		"NOFLY_INGEST_TICK_INTERVAL="+tick.String(), "NOFLY_LOG_LEVEL=info")
+		"NOFLY_INGEST_TICK_INTERVAL="+tick.String(), "NOFLY_INGEST_LAG_GROUPS="+p.group, "NOFLY_LOG_LEVEL=info")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,10 @@ type Config struct {
 	// partition (ticker.go): the alerter's clock when no telemetry flows.
 	TickInterval time.Duration
 
+	// LagGroups are the consumer groups whose lag on the topic ingest
+	// measures (lag.go): the alerters' group by default.
+	LagGroups []string
+
 	FeedKeys           string // the feed key file; "" = none
 	InsecureOpenIntake bool
 
@@ -75,6 +79,7 @@ func DefaultConfig() Config {
 
 		MaxClockSkewAhead: ingest.DefaultMaxClockSkewAhead,
 		TickInterval:      DefaultTickInterval,
+		LagGroups:         []string{"nofly-alerter"},
 	}
 }
 
@@ -116,6 +121,8 @@ func (c Config) Validate() error {
 		return badField("ProduceTimeout", "must be positive")
 	case c.RetryAfter < time.Second:
 		return badField("RetryAfter", "must be at least 1s (Retry-After is in whole seconds)")
+	case len(c.LagGroups) > 32:
+		return badField("LagGroups", "at most 32 groups")
 	case c.TickInterval < 100*time.Millisecond || c.TickInterval > time.Second:
 		return badField("TickInterval", "must be between 100ms and 1s: the alerter's clock moves only with records, and a partition without telemetry has only the ticks")
 	case c.MaxClockSkewAhead < 0:
@@ -183,6 +190,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 }, httpserve.Rows[Config]("NOFLY_INGEST"), envflag.Fields[Config]{
 	{Name: "MaxClockSkewAhead", Flag: "max-clock-skew-ahead", Env: "NOFLY_INGEST_MAX_CLOCK_SKEW_AHEAD", Usage: "largest lead of a record's ts over the receive time (400 naming ts beyond); 0 = no bound"},
 	{Name: "MaxRecordAge", Flag: "max-record-age", Env: "NOFLY_INGEST_MAX_RECORD_AGE", Usage: "largest lag of a record's ts behind the receive time (400 naming ts beyond); 0 = no bound"},
+	{Name: "LagGroups", Flag: "lag-groups", Env: "NOFLY_INGEST_LAG_GROUPS", Usage: "consumer groups whose lag on the telemetry topic ingest measures every 5 s (nofly_ingest_consumer_lag_seconds; the alerters' --group; comma-separated, at most 32)"},
 	{Name: "TickInterval", Flag: "tick-interval", Env: "NOFLY_INGEST_TICK_INTERVAL", Usage: "how often a clock tick is written to every partition of the telemetry topic (the alerter's clock for signal lost, zone windows and forgetting when no telemetry flows)"},
 	{Name: "FeedKeys", Flag: "feed-keys", Env: "NOFLY_INGEST_FEED_KEYS", Usage: "file of feed keys (SHA-256 hashes; see ingest feed-key): every write then needs Authorization: Bearer <key>; without it only loopback clients may write"},
 	{Name: "InsecureOpenIntake", Flag: "insecure-open-intake", Env: "NOFLY_INGEST_INSECURE_OPEN_INTAKE", Usage: "without --feed-keys, let every client write, not only loopback ones (insecure)"},
@@ -210,6 +218,6 @@ func (f *flagSet) kafkaFlags(c *Config) {
 // serveFlags registers the fields of the HTTP intake.
 func (f *flagSet) serveFlags(c *Config) {
 	configFields.RegisterOnly(f.FlagSet, c, "Addr", "MaxBodyBytes", "MaxRecords", "MaxLineBytes", "ProduceTimeout", "RetryAfter",
-		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies", "TickInterval",
+		"ShutdownTimeout", "FeedKeys", "InsecureOpenIntake", "MaxClockSkewAhead", "MaxRecordAge", "PublicURLs", "TrustedProxies", "TickInterval", "LagGroups",
 		"HTTPReadHeaderTimeout", "HTTPReadTimeout", "HTTPWriteTimeout", "HTTPIdleTimeout", "HTTPMaxHeaderBytes", "HTTPMinBodyRate", "HTTPMaxConns")
 }

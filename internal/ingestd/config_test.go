@@ -172,7 +172,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 			KafkaSASL: "PLAIN", KafkaSASLUser: "u", KafkaSASLPasswordFile: "pw"},
 		Addr: ":9", MaxBodyBytes: 1000, MaxRecords: 5, MaxLineBytes: 500,
 		ProduceTimeout: 2 * time.Second, RetryAfter: 3 * time.Second, ShutdownTimeout: 4 * time.Second,
-		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour, TickInterval: 500 * time.Millisecond,
+		MaxClockSkewAhead: time.Minute, MaxRecordAge: 48 * time.Hour, TickInterval: 500 * time.Millisecond, LagGroups: []string{"g1", "g2"},
 		FeedKeys: "keys", LogLevel: "debug",
 		PublicURLs: []string{"https://ingest.example", "http://ingest:8080"}, TrustedProxies: []string{"10.0.0.0/8", "::1"},
 		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second,

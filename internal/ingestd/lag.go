@@ -20,10 +20,12 @@ const lagInterval = 5 * time.Second
 // The alerters' lag is measured here, not by the alerters: a stalled,
 // stopped or crashed alerter exports nothing (its /metrics is dark), and
 // that is exactly the alerter whose lag matters. Ingest writes the topic,
-// runs wherever nofly runs, and already talks to Kafka; every consumer
-// group with committed offsets on the topic is measured (the alerters
-// commit each batch's offset after Redis: docs/exactly-once.md), the way
-// a Kafka lag exporter does, without one more process to deploy.
+// runs wherever nofly runs, and already talks to Kafka; the groups named by
+// --lag-groups (the alerters' group by default; the alerters commit each
+// batch's offset after Redis: docs/exactly-once.md) are measured, the way a
+// Kafka lag exporter does, without one more process to deploy. Named, not
+// listed: a broker shared by many groups pays one offset request per named
+// group, not one per group it holds.
 //
 // The lag in seconds is the age of the oldest record a group has not
 // committed: its Kafka timestamp is ingest's receive time. Ticks are
@@ -36,6 +38,7 @@ const lagInterval = 5 * time.Second
 type lagWatcher struct {
 	client *kafka.Client
 	topic  string
+	groups []string
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -61,9 +64,9 @@ type partOffset struct {
 
 // newLagWatcher returns the watcher of topic over client, its metrics
 // registered on reg.
-func newLagWatcher(client *kafka.Client, topic string, reg prometheus.Registerer, log *slog.Logger) *lagWatcher {
+func newLagWatcher(client *kafka.Client, topic string, groups []string, reg prometheus.Registerer, log *slog.Logger) *lagWatcher {
 	labels := []string{"group", "partition"}
-	w := &lagWatcher{client: client, topic: topic, log: log, now: time.Now,
+	w := &lagWatcher{client: client, topic: topic, groups: groups, log: log, now: time.Now,
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nofly_ingest_kafka_up",
 			Help: "1 when Kafka answered ingest's last metadata request for the telemetry topic (every 5 s), 0 when it did not."}),
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nofly_ingest_consumer_lag_records",
@@ -239,23 +242,14 @@ func (w *lagWatcher) bounds(ctx context.Context, parts []int) (first, last map[i
 	return first, last, nil
 }
 
-// committed returns, for every consumer group with a committed offset on
-// at least one partition of the topic, its offset on each (-1: none). A
-// group whose offsets Kafka refuses (no Describe permission on a secured
-// cluster) is left out, logged once.
+// committed returns, for every watched consumer group with a committed
+// offset on at least one partition of the topic, its offset on each (-1:
+// none). A group whose offsets Kafka refuses (no Describe permission on a
+// secured cluster) is left out, logged once.
 func (w *lagWatcher) committed(ctx context.Context, parts []int) (map[string]map[int]int64, error) {
-	lg, err := w.client.ListGroups(ctx, &kafka.ListGroupsRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	if lg.Error != nil {
-		return nil, fmt.Errorf("list groups: %w", lg.Error)
-	}
 	out := map[string]map[int]int64{}
-	for _, g := range lg.Groups {
-		if g.ProtocolType != "consumer" && g.ProtocolType != "" {
-			continue // Connect workers and the like
-		}
+	for _, group := range w.groups {
+		g := struct{ GroupID string }{group}
 		of, err := w.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: g.GroupID, Topics: map[string][]int{w.topic: parts}})
 		if err == nil && of.Error != nil {
 			err = of.Error

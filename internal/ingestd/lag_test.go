@@ -96,7 +96,9 @@ func TestLagWatcher(t *testing.T) {
 	behind, half, elsewhere := testenv.UniqueName("lag-behind"), testenv.UniqueName("lag-half"), testenv.UniqueName("lag-elsewhere")
 
 	reg := prometheus.NewRegistry()
-	w := newLagWatcher(c, topic, reg, testLogger(t))
+	// Watched: the three groups and one that never commits; any other
+	// group of the shared broker is not asked about.
+	w := newLagWatcher(c, topic, []string{behind, half, elsewhere, testenv.UniqueName("lag-never")}, reg, testLogger(t))
 	w.now = func() time.Time { return now }
 	start := time.Now()
 	if err := w.poll(ctx); err != nil {

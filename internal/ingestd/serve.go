@@ -102,7 +102,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		return nil, err
 	}
 	s.ticks = newTicker(&s.prod, cfg.Partitions, cfg.TickInterval, reg, log)
-	s.lag = newLagWatcher(s.admin, cfg.Topic, reg, log)
+	s.lag = newLagWatcher(s.admin, cfg.Topic, cfg.LagGroups, reg, log)
 	api, err := ingest.NewServer(ingest.Options{
 		Producer: &s.prod,
 		Limits: ingest.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxRecords: cfg.MaxRecords,
