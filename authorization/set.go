@@ -21,13 +21,32 @@ type Set struct {
 	// all, in id order: lookups and answers do not depend on the order
 	// the authorisations were made in.
 	all []Authorization
+	// The engine asks Covering at every raise and near every zone a drone
+	// approaches, and NextChange at every position of a drone with an
+	// alarm: indexes, not scans of up to MaxAuthorizations. byDrone holds
+	// the authorisations of one exact drone id, prefixed those of a
+	// prefix (indexes into all, ascending); changes every start and end,
+	// sorted.
+	byDrone  map[string][]int
+	prefixed []int
+	changes  []time.Time
 }
 
 // NewSet makes a version of the given authorisations (copied, sorted by
 // id).
 func NewSet(version int64, auths []Authorization) *Set {
-	s := &Set{Version: version, all: slices.Clone(auths)}
+	s := &Set{Version: version, all: slices.Clone(auths), byDrone: map[string][]int{}}
 	slices.SortFunc(s.all, func(a, b Authorization) int { return strings.Compare(a.ID, b.ID) })
+	for i := range s.all {
+		a := &s.all[i]
+		if strings.HasSuffix(a.Drone, "*") {
+			s.prefixed = append(s.prefixed, i)
+		} else {
+			s.byDrone[a.Drone] = append(s.byDrone[a.Drone], i)
+		}
+		s.changes = append(s.changes, a.From, a.End())
+	}
+	slices.SortFunc(s.changes, func(a, b time.Time) int { return a.Compare(b) })
 	return s
 }
 
@@ -61,13 +80,15 @@ func (s *Set) Covering(drone, zoneID string, cat geofence.Category, t time.Time)
 		return nil, false
 	}
 	var best *Authorization
-	for i := range s.all {
-		a := &s.all[i]
-		if !a.Covers(drone, zoneID, cat, t) {
-			continue
-		}
-		if best == nil || a.End().After(best.End()) {
-			best = a
+	for _, l := range [2][]int{s.byDrone[drone], s.prefixed} {
+		for _, i := range l {
+			a := &s.all[i]
+			if !a.Covers(drone, zoneID, cat, t) {
+				continue
+			}
+			if best == nil || a.End().After(best.End()) || (a.End().Equal(best.End()) && a.ID < best.ID) {
+				best = a
+			}
 		}
 	}
 	return best, best != nil
@@ -80,15 +101,16 @@ func (s *Set) NextChange(t time.Time) (time.Time, bool) {
 	if s == nil {
 		return time.Time{}, false
 	}
-	var next time.Time
-	for i := range s.all {
-		for _, c := range [2]time.Time{s.all[i].From, s.all[i].End()} {
-			if c.After(t) && (next.IsZero() || c.Before(next)) {
-				next = c
-			}
+	i, _ := slices.BinarySearchFunc(s.changes, t, func(c, t time.Time) int {
+		if c.After(t) {
+			return 1
 		}
+		return -1 // at or before t: not next
+	})
+	if i == len(s.changes) {
+		return time.Time{}, false
 	}
-	return next, !next.IsZero()
+	return s.changes[i], true
 }
 
 // Revoke returns the next version with the authorisation of that id ended
@@ -101,10 +123,10 @@ func (s *Set) Revoke(id string, t time.Time, by string) (*Set, bool) {
 	}
 	at := t.UTC()
 	a.RevokedAt, a.RevokedBy = &at, by
-	next := NewSet(s.Version+1, s.all)
-	i, _ := slices.BinarySearchFunc(next.all, id, func(a Authorization, id string) int { return strings.Compare(a.ID, id) })
-	next.all[i] = a
-	return next, true
+	all := slices.Clone(s.all)
+	i, _ := slices.BinarySearchFunc(all, id, func(a Authorization, id string) int { return strings.Compare(a.ID, id) })
+	all[i] = a
+	return NewSet(s.Version+1, all), true
 }
 
 // Add returns the next version with a added, and false when the set is
