@@ -1,13 +1,11 @@
 package alerts_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
-	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/reference"
 	"github.com/nofly-dev/nofly/internal/scenario"
 )
@@ -21,19 +19,7 @@ import (
 // velocity and the episodes are proven to live in the state).
 func TestEngineEqualsReferenceApproaching(t *testing.T) {
 	const partitions = 6
-	path := filepath.Join("..", scenario.ZonesFile)
-	set, err := geofence.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := geofence.NewIndex(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refZones, err := reference.LoadZones(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ix, refZones := scenarioZones(t)
 	before := map[string]time.Duration{"restricted": 30 * time.Second, "*": 20 * time.Second}
 	const buffer = 50.0
 	sc := scenario.Generate(scenario.DefaultConfig())
@@ -72,13 +58,7 @@ func TestEngineEqualsReferenceApproaching(t *testing.T) {
 				if _, err := st.Commit(t.Context(), q, out.Expected, out.Batch); err != nil {
 					t.Fatal(err)
 				}
-				for _, ev := range out.Events {
-					parsed, err := reference.ParseEvents([][]byte{ev.AppendJSON(nil)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, parsed...)
-				}
+				got = append(got, asReference(t, out.Events)...)
 			}
 		}
 		d, err := reference.Compare(want, got)

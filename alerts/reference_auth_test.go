@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -26,19 +25,7 @@ import (
 // batches of several sizes.
 func TestEngineEqualsReferenceWithAuthorizations(t *testing.T) {
 	const partitions = 6
-	path := filepath.Join("..", scenario.ZonesFile)
-	set, err := geofence.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := geofence.NewIndex(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refZones, err := reference.LoadZones(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, ix, refZones := scenarioZones(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	start, end := sc.Received[0], sc.Received[len(sc.Received)-1]
 	span := end.Sub(start)
@@ -141,13 +128,7 @@ func TestEngineEqualsReferenceWithAuthorizations(t *testing.T) {
 				if out == nil {
 					continue
 				}
-				for _, ev := range out.Events {
-					parsed, err := reference.ParseEvents([][]byte{ev.AppendJSON(nil)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, parsed...)
-				}
+				got = append(got, asReference(t, out.Events)...)
 			}
 		}
 		d, err := reference.Compare(want, got)

@@ -21,19 +21,7 @@ import (
 // and the clock's raises and clears included, in batches of several sizes.
 func TestEngineEqualsReferenceOnTheClock(t *testing.T) {
 	const partitions = 6
-	path := filepath.Join("..", scenario.ZonesFile)
-	set, err := geofence.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := geofence.NewIndex(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refZones, err := reference.LoadZones(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ix, refZones := scenarioZones(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
 	logs, refRecs, _ := clockLogs(sc, partitions, -1)
 	want := reference.Run(reference.Input{Sets: [][]reference.Zone{refZones}, Recs: refRecs, Partitions: partitions})
@@ -57,13 +45,7 @@ func TestEngineEqualsReferenceOnTheClock(t *testing.T) {
 				if out == nil {
 					continue
 				}
-				for _, ev := range out.Events {
-					parsed, err := reference.ParseEvents([][]byte{ev.AppendJSON(nil)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, parsed...)
-				}
+				got = append(got, asReference(t, out.Events)...)
 			}
 		}
 		d, err := reference.Compare(want, got)
@@ -122,4 +104,39 @@ func clockLogs(sc *scenario.Scenario, partitions, mark int) ([][]indexed, []refe
 		refRecs = append(refRecs, reference.Rec{Pos: p, At: rx})
 	}
 	return logs, refRecs, at
+}
+
+// scenarioZones loads the scenario's zone file for the engine (the set and
+// its index) and for the reference, by its own loader.
+func scenarioZones(t *testing.T) (*geofence.ZoneSet, *geofence.Index, []reference.Zone) {
+	t.Helper()
+	path := filepath.Join("..", scenario.ZonesFile)
+	set, err := geofence.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := geofence.NewIndex(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refZones, err := reference.LoadZones(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, ix, refZones
+}
+
+// asReference is the engine's events as the reference compares them,
+// through their JSON.
+func asReference(t *testing.T, evs []alerts.Event) []reference.Event {
+	t.Helper()
+	out := make([]reference.Event, 0, len(evs))
+	for i := range evs {
+		parsed, err := reference.ParseEvents([][]byte{evs[i].AppendJSON(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, parsed...)
+	}
+	return out
 }
