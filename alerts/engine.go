@@ -304,8 +304,12 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		return b
 	}
 	out.Batch.Drones = make(map[string][]byte, len(changed))
+	out.Batch.Placed = make([]dedup.Placed, 0, len(changed))
 	for k, d := range changed {
 		out.Batch.Drones[d.id] = next(k)
+		if !d.Pos.IsZero() {
+			out.Batch.Placed = append(out.Batch.Placed, dedup.Placed{ID: d.id, Lon: d.Pos.Lon, Lat: d.Pos.Lat})
+		}
 	}
 	out.Batch.Events = make([]dedup.Event, len(out.Events))
 	for i := range out.Events {

@@ -145,7 +145,22 @@ type Batch struct {
 	// Forgotten are the drones the batch forgot: their states and tracks
 	// are deleted (after the states are written: a drone is never in both).
 	Forgotten []string
+	// Placed are the last positions of the drones in Drones that have one,
+	// for the spatial index of GET /v1/drones?bbox= (a drone absent keeps
+	// its place in it). Latitudes beyond GeoMaxLat are not placed (the
+	// index cannot hold them; a search reaching there reads every drone).
+	Placed []Placed
 }
+
+// Placed is a drone's position in the spatial index.
+type Placed struct {
+	ID       string
+	Lon, Lat float64
+}
+
+// GeoMaxLat is the highest latitude, north or south, the spatial index of
+// the drones holds (Redis's GEO limit, the edge of Web Mercator).
+const GeoMaxLat = 85.05112878
 
 // Result tells what a commit did.
 type Result struct {

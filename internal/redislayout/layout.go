@@ -33,6 +33,24 @@ func (k Keys) Applied() string { return k.tag + ":applied" }
 // Drones is the hash of drone id → drone state JSON.
 func (k Keys) Drones() string { return k.tag + ":drones" }
 
+// DroneIDs is the sorted set of the drone hash's ids, every score 0: the
+// id-ordered pages of GET /v1/drones read it by range (ZRANGEBYLEX).
+func (k Keys) DroneIDs() string { return k.tag + ":drones:ids" }
+
+// DroneGeo is the geo set of the drones' last positions (GEOADD):
+// GET /v1/drones?bbox= searches it.
+func (k Keys) DroneGeo() string { return k.tag + ":drones:geo" }
+
+// DroneChanges is the sorted set of the drones by the applied offset of
+// the batch that last wrote their state: the positions streams' producer
+// reads what changed since its last tick.
+func (k Keys) DroneChanges() string { return k.tag + ":drones:changed" }
+
+// DroneIndexed marks a partition whose drone indexes (DroneIDs, DroneGeo,
+// DroneChanges) hold every drone of its hash: absent for a partition
+// written before them, until the backfill builds them.
+func (k Keys) DroneIndexed() string { return k.tag + ":drones:indexed" }
+
 // Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).
 func (k Keys) Outbox() string { return k.tag + ":outbox" }
 

@@ -1,0 +1,188 @@
+package dedup_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/testenv"
+)
+
+// droneIndexes reads a partition's three drone indexes.
+func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) (ids []string, changed map[string]float64, places map[string][2]float64) {
+	t.Helper()
+	ctx := context.Background()
+	k := s.Keys(p)
+	ids, err := c.ZRangeByLex(ctx, k.DroneIDs(), &redis.ZRangeBy{Min: "-", Max: "+"}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zs, err := c.ZRangeWithScores(ctx, k.DroneChanges(), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed = map[string]float64{}
+	for _, z := range zs {
+		changed[z.Member.(string)] = z.Score
+	}
+	members, err := c.ZRange(ctx, k.DroneGeo(), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	places = map[string][2]float64{}
+	if len(members) > 0 {
+		pos, err := c.GeoPos(ctx, k.DroneGeo(), members...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range members {
+			places[m] = [2]float64{pos[i].Longitude, pos[i].Latitude}
+		}
+	}
+	return ids, changed, places
+}
+
+// TestDroneIndexes is the contract of the drone indexes the batch script
+// keeps beside the states: every drone written is in the id set and the
+// change set (at the batch's offset), placed where its last position is,
+// a forgotten drone leaves all three, and a position Redis's geo set
+// cannot hold neither fails the batch nor is placed.
+func TestDroneIndexes(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.RedisClient(t)
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "droneix"), Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := []byte(`{"seq":1}`)
+	steps := []struct {
+		name      string
+		batch     dedup.Batch
+		wantIDs   []string
+		wantChg   map[string]float64
+		wantPlace map[string][2]float64
+	}{
+		{"first", dedup.Batch{Applied: 10,
+			Drones: map[string][]byte{"A": state, "B": state, "C": state},
+			Placed: []dedup.Placed{{ID: "A", Lon: -0.45, Lat: 51.47}, {ID: "B", Lon: 2.55, Lat: 49.0}}},
+			[]string{"A", "B", "C"}, map[string]float64{"A": 10, "B": 10, "C": 10},
+			map[string][2]float64{"A": {-0.45, 51.47}, "B": {2.55, 49.0}}},
+		{"A moves, C beyond the geo set's latitudes", dedup.Batch{Applied: 20,
+			Drones: map[string][]byte{"A": state, "C": state},
+			Placed: []dedup.Placed{{ID: "A", Lon: -0.40, Lat: 51.50}, {ID: "C", Lon: 10, Lat: 89.5}}},
+			[]string{"A", "B", "C"}, map[string]float64{"A": 20, "B": 10, "C": 20},
+			map[string][2]float64{"A": {-0.40, 51.50}, "B": {2.55, 49.0}}},
+		{"B forgotten", dedup.Batch{Applied: 30, Forgotten: []string{"B"},
+			Drones: map[string][]byte{"D": state}, Placed: []dedup.Placed{{ID: "D", Lon: 13.4, Lat: 52.5}}},
+			[]string{"A", "C", "D"}, map[string]float64{"A": 20, "C": 20, "D": 30},
+			map[string][2]float64{"A": {-0.40, 51.50}, "D": {13.4, 52.5}}},
+	}
+	version := dedup.NoVersion
+	for _, st := range steps {
+		if _, err := s.Commit(ctx, 0, version, st.batch); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		version = st.batch.Applied
+		ids, chg, places := droneIndexes(t, c, s, 0)
+		if !slices.Equal(ids, st.wantIDs) {
+			t.Errorf("%s: ids %v, want %v", st.name, ids, st.wantIDs)
+		}
+		if fmt.Sprint(chg) != fmt.Sprint(st.wantChg) {
+			t.Errorf("%s: changed %v, want %v", st.name, chg, st.wantChg)
+		}
+		if len(places) != len(st.wantPlace) {
+			t.Errorf("%s: places %v, want %v", st.name, places, st.wantPlace)
+		}
+		for id, w := range st.wantPlace {
+			g, ok := places[id]
+			if !ok || abs(g[0]-w[0]) > 1e-4 || abs(g[1]-w[1]) > 1e-4 {
+				t.Errorf("%s: %s placed at %v (%v), want %v", st.name, id, g, ok, w)
+			}
+		}
+	}
+	if n, err := c.Exists(ctx, s.Keys(0).DroneIndexed()).Result(); err != nil || n != 1 {
+		t.Errorf("a partition indexed from its first batch has no mark (%d, %v)", n, err)
+	}
+	if n, err := s.IndexDrones(ctx, 0); err != nil || n != -1 {
+		t.Errorf("IndexDrones on an indexed partition = %d, %v; want -1 (nothing to do)", n, err)
+	}
+}
+
+// TestIndexDronesUpgrade: a partition written before the indexes (its
+// states in the hash, no mark) gets them from its states when an alerter
+// loads it, once; the batches after it keep them.
+func TestIndexDronesUpgrade(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.RedisClient(t)
+	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "droneixup"), Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys(1)
+	// The earlier layout: states with and without a position, one not
+	// JSON at all (it is still listed by id, never placed).
+	old := map[string]string{
+		"A": `{"seq":4,"pos":{"ts":"2026-12-02T10:04:31.5Z","lat":51.4702,"lon":-0.4543}}`,
+		"B": `{"seq":2}`,
+		"C": `{"seq":9,"pos":{"ts":"2026-12-02T10:04:31.5Z","lat":88.1,"lon":20}}`,
+		"D": `not json`,
+	}
+	for i := range 1200 { // more than one chunk of each call
+		old["Z"+strconv.Itoa(i)] = fmt.Sprintf(`{"seq":1,"pos":{"ts":"2026-12-02T10:04:31.5Z","lat":%g,"lon":%g}}`, 40+float64(i)/100, float64(i)/100)
+	}
+	if err := c.HSet(ctx, k.Drones(), old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, k.Applied(), "41", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Load(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Drones) != len(old) {
+		t.Fatalf("loaded %d states, want %d", len(snap.Drones), len(old))
+	}
+	ids, chg, places := droneIndexes(t, c, s, 1)
+	if len(ids) != len(old) || len(chg) != len(old) {
+		t.Errorf("indexed %d ids and %d changes, want %d each", len(ids), len(chg), len(old))
+	}
+	for _, id := range ids {
+		if chg[id] != 41 {
+			t.Errorf("%s changed at %v, want the applied offset 41", id, chg[id])
+			break
+		}
+	}
+	if len(places) != 1201 {
+		t.Errorf("placed %d drones, want 1201 (A and the Z's: B has no position, C is beyond 85°, D is not a state)", len(places))
+	}
+	if g := places["A"]; abs(g[0]+0.4543) > 1e-4 || abs(g[1]-51.4702) > 1e-4 {
+		t.Errorf("A placed at %v", g)
+	}
+	// Once: a drone removed from the sets by hand is not put back.
+	if err := c.ZRem(ctx, k.DroneIDs(), "A").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.IndexDrones(ctx, 1); err != nil || n != -1 {
+		t.Errorf("second IndexDrones = %d, %v; want -1", n, err)
+	}
+	if _, err := s.Commit(ctx, 1, 41, dedup.Batch{Applied: 50, Drones: map[string][]byte{"A": []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	ids, chg, _ = droneIndexes(t, c, s, 1)
+	if !slices.Contains(ids, "A") || chg["A"] != 50 {
+		t.Errorf("after a batch writing A: in ids %v, changed at %v (want 50)", slices.Contains(ids, "A"), chg["A"])
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
