@@ -319,10 +319,14 @@ func (s *Store) staleness(ctx context.Context, ds []Drone) error {
 // List returns up to f.Limit drones matching f, by drone id, across every
 // partition, and the cursor of the next page ("" when there is none).
 //
-// Each page reads every partition's drone hash (HSCAN, pipelined across
-// partitions: one round trip per scanCount fields of the largest hash),
-// then one pipelined HMGET of the page's alarms' raise times: the reads
-// grow with the number of drones, the writes of the pipeline not at all.
+// A page reads the drone indexes the batch script keeps (indexed.go): the
+// next ids by range, or the drones within the box from the geo sets, then
+// their states and one pipelined HMGET of the page's alarms' raise times,
+// so its reads grow with the page, not with the drones known. A sparse
+// filter reads at most examineMax states per page: the page may then hold
+// fewer drones than asked and still have a next cursor. Until every
+// partition is indexed (an alerter indexes one when it loads it), a page
+// reads every partition's drone hash (HSCAN, pipelined across partitions).
 func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultLimit
@@ -341,9 +345,26 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Drone, string, error) {
 		}
 	}
 
-	// The best state of each drone after the cursor; its filter is
-	// applied once every partition was read, since a drone's state on
-	// another partition may win.
+	if ok, err := s.indexed(ctx); err != nil {
+		return nil, "", err
+	} else if ok {
+		out, next, err := s.listIndexed(ctx, f, after)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := s.raiseTimes(ctx, out); err != nil {
+			return nil, "", err
+		}
+		if err := s.staleness(ctx, out); err != nil {
+			return nil, "", err
+		}
+		return out, next, nil
+	}
+
+	// A partition written before the drone indexes: the best state of
+	// each drone after the cursor; its filter is applied once every
+	// partition was read, since a drone's state on another partition may
+	// win.
 	best := map[string]*Drone{}
 	err := s.scan(ctx, func(p int, id, raw string) error {
 		if id <= after {
