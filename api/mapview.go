@@ -47,10 +47,13 @@ type mapAPI struct {
 
 	// The positions streams' producer (positions_hub.go), running while
 	// hubRefs > 0.
-	hubMu    sync.Mutex
-	hub      *posHub
-	hubRefs  int
-	posReads prometheus.Counter
+	hubMu     sync.Mutex
+	hub       *posHub
+	hubRefs   int
+	posReads  prometheus.Counter
+	posStates prometheus.Counter
+	// posStreams counts the open positions streams (made with the Handler).
+	posStreams prometheus.Gauge
 }
 
 // mapZones is one zone set version drawn, encoded once.
@@ -70,6 +73,7 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 		cached: mapZones{version: -1}}
 	r.With(s.require(RoleViewer)).Get("/v1/me", m.me)
 	r.With(s.require(RoleViewer)).Get("/v1/map/zones", m.zonesView)
+	m.registerPositions()
 	r.With(s.require(RoleViewer)).Get("/v1/map/positions", m.positions)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
@@ -52,6 +53,17 @@ func seedDrones(t testing.TB, rdb *redis.Client, prefix, topic string, partition
 				}
 				kv = kv[:0]
 			}
+		}
+	}
+	// As an alerter does when it loads the partitions: the drone indexes
+	// the batch script keeps from then on.
+	ds, err := dedup.NewRedis(rdb, dedup.RedisOptions{Prefix: prefix, Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range partitions {
+		if _, err := ds.IndexDrones(ctx, p); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

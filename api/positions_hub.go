@@ -31,11 +31,14 @@ import (
 // posEntry is one drone of a snapshot. It is never changed once
 // published: a drone that moves gets a new entry.
 type posEntry struct {
-	id      string
-	ts      time.Time
-	key     string // what the page draws besides the position: stale, the alarms and their signal
-	changed uint64 // the snapshot in which ts moved forward or key changed
-	json    []byte // its posDrone, encoded
+	id       string
+	ts       time.Time
+	lat, lon float64
+	alarmed  bool // it has an active alarm: never folded into a cluster while the view has room
+	stale    bool
+	key      string // what the page draws besides the position: stale, the alarms and their signal
+	changed  uint64 // the snapshot in which ts moved forward or key changed
+	json     []byte // its posDrone, encoded
 }
 
 // drawnKey is what of d, besides its position, the page draws: whether it
@@ -128,6 +131,17 @@ type posHub struct {
 	notify chan struct{} // closed when snap changes, or the producer stops
 }
 
+// registerPositions makes the positions streams' metrics, with the
+// Handler: the gauge of open streams exists before the first.
+func (m *mapAPI) registerPositions() {
+	m.posReads = register(m.s.o.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: "nofly_api_positions_reads_total",
+		Help: "Ticks of the positions streams' one producer (one a second while any stream is open, whatever their number)."}))
+	m.posStreams = register(m.s.o.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{Name: "nofly_api_positions_streams",
+		Help: "Open positions streams (GET /v1/map/positions) of this instance."}))
+	m.posStates = register(m.s.o.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: "nofly_api_positions_states_read_total",
+		Help: "Drone states the positions streams' producer read from Redis: those written since its last tick, not every state."}))
+}
+
 func (m *mapAPI) startPosHub() *posHub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &posHub{m: m, cancel: cancel, done: make(chan struct{}), notify: make(chan struct{})}
@@ -144,10 +158,6 @@ func (m *mapAPI) acquirePosHub() *posHub {
 	case <-m.ev.done:
 		return nil
 	default:
-	}
-	if m.posReads == nil {
-		m.posReads = register(m.s.o.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: "nofly_api_positions_reads_total",
-			Help: "Reads of every drone state by the positions streams' one producer (one a second while any stream is open, whatever their number)."}))
 	}
 	if m.hub == nil {
 		m.hub = m.startPosHub()
@@ -190,9 +200,9 @@ func (h *posHub) run(ctx context.Context) {
 	tick := time.NewTicker(m.every)
 	defer tick.Stop()
 	entries := map[string]*posEntry{}
-	sc := m.drones.Scanner()
+	fd := m.drones.Feed()
 	for seq := uint64(1); ; seq++ {
-		s := h.read(ctx, sc, seq, entries)
+		s := h.read(ctx, fd, seq, entries)
 		if ctx.Err() != nil {
 			return
 		}
@@ -208,8 +218,9 @@ func (h *posHub) run(ctx context.Context) {
 
 // read is one tick: the zone version and every drone within the window,
 // each drone's entry renewed when its position is newer than the last
-// one read (entries holds them from tick to tick).
-func (h *posHub) read(ctx context.Context, sc *dronestore.Scanner, seq uint64, entries map[string]*posEntry) *posSnap {
+// one read (entries holds them from tick to tick). The Feed reads from
+// Redis only the states written since the last tick.
+func (h *posHub) read(ctx context.Context, fd *dronestore.Feed, seq uint64, entries map[string]*posEntry) *posSnap {
 	m := h.m
 	now := m.s.o.Now()
 	s := &posSnap{seq: seq, at: now.UTC()}
@@ -218,11 +229,12 @@ func (h *posHub) read(ctx context.Context, sc *dronestore.Scanner, seq uint64, e
 		s.err = err
 		return s
 	}
-	ds, err := sc.Active(ctx, now.Add(-positionsWindow))
+	ds, err := fd.Active(ctx, now.Add(-positionsWindow))
 	if err != nil {
 		s.err = err
 		return s
 	}
+	m.posStates.Add(float64(fd.Reads()))
 	seen := make(map[string]struct{}, len(ds))
 	for i := range ds {
 		d := &ds[i]
@@ -245,7 +257,8 @@ func (h *posHub) read(ctx context.Context, sc *dronestore.Scanner, seq uint64, e
 			s.err = err
 			return s
 		}
-		entries[d.DroneID] = &posEntry{id: d.DroneID, ts: *d.TS, key: key, changed: seq, json: b}
+		entries[d.DroneID] = &posEntry{id: d.DroneID, ts: *d.TS, lat: *d.Lat, lon: *d.Lon, alarmed: len(d.ActiveAlarms) > 0,
+			stale: d.Stale, key: key, changed: seq, json: b}
 	}
 	// Drones gone quiet past the window are forgotten, so what is kept
 	// stays bounded by the drones flying now.
@@ -277,8 +290,15 @@ func (h *posHub) read(ctx context.Context, sc *dronestore.Scanner, seq uint64, e
 // Each frame says the zone set version in force. The frames come from the
 // Handler's one producer (posHub); no cursor: a client that reconnects
 // gets a full frame again.
+//
+// With bbox (and zoom), the stream is the viewport's (positions_view.go):
+// only the drones inside it, clustered past maxViewDrones.
 func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	view, ok := parsePosView(w, r)
+	if !ok {
+		return
+	}
 	m.ev.onShutdown(r)
 	h := m.acquirePosHub()
 	if h == nil {
@@ -286,6 +306,12 @@ func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer m.releasePosHub(h)
+	m.posStreams.Inc()
+	defer m.posStreams.Dec()
+	var vs *viewStream
+	if view.box != nil {
+		vs = &viewStream{v: view}
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
@@ -315,6 +341,12 @@ func (m *mapAPI) positions(w http.ResponseWriter, r *http.Request) {
 				// stream is alive, the data is not. The error itself is in
 				// the alerter's log, never on the wire.
 				frame = []byte(": no positions (the alerter's log says why)\n\n")
+			case vs != nil:
+				if frame = vs.frame(s, had); frame != nil {
+					moved = 1
+				} else if had != 0 && (s.zv != lastZV || time.Since(lastWrite) >= positionsIdle) {
+					frame = s.viewFrame(false, vs.clustered, 0, nil, nil, nil)
+				}
 			case had == 0:
 				frame, moved = s.fullFrame(), len(s.drones)
 			case had == s.seq-1:

@@ -17,9 +17,10 @@ import (
 )
 
 // TestPositionsOneProducer: five positions streams of one instance share
-// one producer: each tick costs Redis one read of the zone version and one
-// pass over the drone hashes (partitions + 1 commands here), not one per
-// stream; every stream gets a full frame of every drone.
+// one producer: each tick costs Redis one read of the zone version and of
+// the drones changed since the last tick (4 × partitions + 1 commands
+// here), not one per stream nor one per drone; every stream gets a full
+// frame of every drone.
 func TestPositionsOneProducer(t *testing.T) {
 	const partitions, streams = 2, 5
 	rdb := testenv.RedisClient(t)
@@ -32,15 +33,17 @@ func TestPositionsOneProducer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := func() float64 {
+	counter := func(name string) float64 {
 		mfs, _ := reg.Gather()
 		for _, mf := range mfs {
-			if mf.GetName() == "nofly_api_positions_reads_total" {
+			if mf.GetName() == name {
 				return mf.GetMetric()[0].GetCounter().GetValue()
 			}
 		}
 		return 0
 	}
+	reads := func() float64 { return counter("nofly_api_positions_reads_total") }
+	states := func() float64 { return counter("nofly_api_positions_states_read_total") }
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -72,7 +75,10 @@ func TestPositionsOneProducer(t *testing.T) {
 			t.Errorf("stream %d's full frame: %s, want 300 drones", i, f)
 		}
 	}
-	r0, c0 := reads(), cc.n.Load()
+	r0, c0, s0 := reads(), cc.n.Load(), states()
+	if s0 != 300 {
+		t.Errorf("the producer's first tick read %v states, want the 300 drones once", s0)
+	}
 	testenv.CheckFor(t, 30*time.Second, func() error {
 		if n := reads() - r0; n < 3 {
 			return fmt.Errorf("%v ticks read", n)
@@ -83,10 +89,15 @@ func TestPositionsOneProducer(t *testing.T) {
 	ticks := reads() - r0
 	perTick := float64(cmds) / ticks
 	t.Logf("%d streams: %d Redis commands in %v ticks, %.1f a tick", streams, cmds, ticks, perTick)
-	// A tick is one pass over the partitions' drone hashes, their clocks
-	// (stale drones) and the zone version. Between the two loads a tick
-	// may be under way: a tick's commands more.
-	if want := 2*partitions + 1; perTick > float64(want)+float64(want)/ticks {
+	// A tick is, per partition, the drone indexes' mark, the applied
+	// offset and the drones changed since the last tick (none: the sky is
+	// quiet, no state is read), the partitions' clocks (stale drones), and
+	// the zone version. Between the two loads a tick may be under way: a
+	// tick's commands more.
+	if n := states() - s0; n != 0 {
+		t.Errorf("a quiet sky: %v states read after the first tick, want 0", n)
+	}
+	if want := 4*partitions + 1; perTick > float64(want)+float64(want)/ticks {
 		t.Fatalf("%.1f Redis commands a tick with %d streams, want %d (one pass, whatever the streams)", perTick, streams, want)
 	}
 }
