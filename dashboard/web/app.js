@@ -453,8 +453,10 @@
       d.track.setLatLngs(d.points.map((q) => q.ll));
     }
     moveApproaches(frame);
-    $('dronecount').textContent = 'drones: ' + drones.size;
+    const inView = frame.in_view === undefined ? drones.size : frame.in_view;
+    if (frame.full || frame.in_view) $('dronecount').textContent = 'drones: ' + (frame.clustered ? inView + ' in view, clustered' : drones.size);
     document.body.dataset.drones = String(drones.size);
+    document.body.dataset.inView = String(inView);
     document.body.dataset.lostDrones = String([...drones.values()].filter(isLost).length);
     if (frame.zone_version !== zones.version && zones.version !== null) loadZones(false);
   }
@@ -1187,31 +1189,85 @@
     }
   }
   let fittedDrones = false;
+  // The positions stream is the view's (issue 29): the page sends its
+  // viewport (with a margin, so a small pan needs no new stream) and its
+  // zoom, and gets the drones inside it, or clusters when the view holds
+  // more than the server draws one by one. Panning past the margin or
+  // zooming opens a new stream for the new view.
+  const posView = { bbox: null, zoom: null, ctl: null };
+  const clusterLayer = L.layerGroup().addTo(map);
+  function viewQuery() {
+    const b = map.getBounds().pad(0.25);
+    const c = (v, lo, hi) => Math.min(hi, Math.max(lo, v)).toFixed(4);
+    const bbox = [c(b.getWest(), -180, 180), c(b.getSouth(), -90, 90), c(b.getEast(), -180, 180), c(b.getNorth(), -90, 90)];
+    return { bbox, zoom: Math.max(0, Math.min(22, Math.round(map.getZoom()))) };
+  }
+  function viewCovered() {
+    if (!posView.bbox) return false;
+    const b = map.getBounds();
+    const [w, s, e, n] = posView.bbox.map(Number);
+    return Math.round(map.getZoom()) === posView.zoom && b.getWest() >= w && b.getSouth() >= s && b.getEast() <= e && b.getNorth() <= n;
+  }
+  let viewTimer = null;
+  map.on('moveend', () => {
+    clearTimeout(viewTimer);
+    viewTimer = setTimeout(() => { if (!viewCovered() && posView.ctl) posView.ctl.abort(); }, 300);
+  });
+  function drawClusters(list) {
+    clusterLayer.clearLayers();
+    for (const c of list) {
+      const big = c.n >= 1000 ? 'l' : c.n >= 100 ? 'm' : 's';
+      const icon = L.divIcon({ className: 'dcluster ' + big + (c.alarmed ? ' alarmed' : ''), html: '<span>' + c.n + '</span>', iconSize: null });
+      const title = c.n + ' drones' + (c.alarmed ? ', ' + c.alarmed + ' in alarm' : '') + (c.stale ? ', ' + c.stale + ' silent' : '') + ' — click to zoom in';
+      L.marker([c.lat, c.lon], { icon, title, keyboard: false })
+        .on('click', () => map.setView([c.lat, c.lon], Math.min(map.getZoom() + 3, 18)))
+        .addTo(clusterLayer);
+    }
+    document.body.dataset.clusters = String(list.length);
+    document.body.dataset.clusteredDrones = String(list.reduce((n, c) => n + c.n, 0));
+  }
+  // For the browser tests: the drones drawn one by one, and the view the
+  // positions stream was opened with.
+  window.nofly.droneIds = () => [...drones.keys()].sort();
+  window.nofly.posView = () => ({ bbox: posView.bbox, zoom: posView.zoom });
+  function removeDrone(id) {
+    const d = drones.get(id);
+    if (!d) return;
+    d.marker.remove(); d.track.remove(); drones.delete(id);
+    if (follow === id) setFollow(null);
+  }
   async function followPositions() {
     let backoff = 500;
     for (;;) {
+      const v = viewQuery();
+      posView.bbox = v.bbox; posView.zoom = v.zoom; posView.ctl = new AbortController();
+      const path = 'v1/map/positions?bbox=' + v.bbox.join(',') + '&zoom=' + v.zoom;
       try {
-        await sse('v1/map/positions', {}, undefined, () => {},
+        await sse(path, {}, posView.ctl.signal, () => {},
           (type, data) => {
             heard('positions');
             if (type !== 'positions') return;
             const f = JSON.parse(data);
-            if (f.full && f.drones.length && !fittedDrones && !hashView && !linkedAlarm) {
+            const seen = f.drones.map((d) => [d.lat, d.lon]).concat((f.clusters || []).map((c) => [c.lat, c.lon]));
+            if (f.full && seen.length && !fittedDrones && !hashView && !linkedAlarm) {
               // First sight: where the drones are is where to look.
               fittedDrones = true;
-              map.fitBounds(L.latLngBounds(f.drones.map((d) => [d.lat, d.lon])).pad(0.3), { maxZoom: 11 });
+              map.fitBounds(L.latLngBounds(seen).pad(0.3), { maxZoom: 11 });
             }
             if (f.full) {
               // A (re)connected stream starts over: what it does not name
-              // has left the sky.
+              // has left the view.
               const keep = new Set(f.drones.map((d) => d.drone_id));
-              for (const [id, d] of drones) if (!keep.has(id)) { d.marker.remove(); d.track.remove(); drones.delete(id); }
+              for (const id of [...drones.keys()]) if (!keep.has(id)) removeDrone(id);
+              drawClusters(f.clusters || []);
             }
+            for (const id of f.gone || []) removeDrone(id);
             applyPositions(f);
             backoff = 500;
           },
           () => heard('positions'));
       } catch (e) {
+        if (e.name === 'AbortError') continue; // a new view: a new stream, at once
         if (e.status === 401) return;
         if (e.status === 503 || e.status === 403) { conn.errText = e.message; conn.positions = 'error'; renderConn(); }
         else lost('positions');
