@@ -77,6 +77,18 @@ var reworded = []rewording{
 		file: "docs/layout.md",
 		new:  "| `cmd/` | `ingest`, `alerter` (each only calls its `internal/…d` package's `Main`), `simulate`, `demo`, `bench` (end-to-end benchmark), `benchcompare` (nofly against Tile38), `approachreport` (approaching warnings on the fleet) |",
 	},
+	// the positions stream became the map view's (issue 29).
+	{
+		old:  "**Live**: alarm events from `/v1/events/stream`, resumed with `Last-Event-ID` after a reconnect (nothing missed or shown twice); drone positions from `GET /v1/map/positions`, at most one update per drone per second whatever the telemetry rate; the header shows *live*, *reconnecting…* or *stale since T*, and the zone-set version in force (zones are redrawn when it changes).",
+		file: "docs/dashboard.md",
+		new:  "positions from `GET /v1/map/positions`, at most one update per drone per\n  second whatever the telemetry rate, for the map's view only",
+	},
+	// a drones page reads the drone indexes, not every hash (issue 29).
+	{
+		old:  "A list page reads every partition's drone hash (`HSCAN`, pipelined across partitions), so its cost grows with the number of drones.",
+		file: "docs/api.md",
+		new:  "A list page reads the\nnext ids by range, or the drones within `bbox` from the geo sets, then the\npage's states: its cost grows with the page, not with the drones known",
+	},
 	// the CI time measured after issue 34, with the steps' table below it.
 	{
 		old:  "`make test` is what CI runs (`.ci/run`); about 14–20 minutes on 2 cores.",
