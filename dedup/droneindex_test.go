@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/embedded"
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -53,8 +54,31 @@ func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) 
 // a forgotten drone leaves all three, and a position Redis's geo set
 // cannot hold neither fails the batch nor is placed.
 func TestDroneIndexes(t *testing.T) {
+	for name, server := range redisServers() {
+		t.Run(name, func(t *testing.T) { testDroneIndexes(t, server(t)) })
+	}
+}
+
+// redisServers are the real Redis and the embedded default's (miniredis,
+// cmd/demo): the drone indexes' scripts hold on both.
+func redisServers() map[string]func(t *testing.T) redis.UniversalClient {
+	return map[string]func(t *testing.T) redis.UniversalClient{
+		"redis": func(t *testing.T) redis.UniversalClient { return testenv.RedisClient(t) },
+		"embedded": func(t *testing.T) redis.UniversalClient {
+			r, err := embedded.StartRedis(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+	}
+}
+
+func testDroneIndexes(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	c := testenv.RedisClient(t)
 	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "droneix"), Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +141,13 @@ func TestDroneIndexes(t *testing.T) {
 // states in the hash, no mark) gets them from its states when an alerter
 // loads it, once; the batches after it keep them.
 func TestIndexDronesUpgrade(t *testing.T) {
+	for name, server := range redisServers() {
+		t.Run(name, func(t *testing.T) { testIndexDronesUpgrade(t, server(t)) })
+	}
+}
+
+func testIndexDronesUpgrade(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	c := testenv.RedisClient(t)
 	s, err := dedup.NewRedis(c, dedup.RedisOptions{Prefix: testenv.RedisPrefix(t, "droneixup"), Topic: "t"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/nofly-dev/nofly/alerts/dronestore"
 	"github.com/nofly-dev/nofly/alerts/dronestore/dronetest"
 	"github.com/nofly-dev/nofly/dedup"
+	"github.com/nofly-dev/nofly/internal/embedded"
 	"github.com/nofly-dev/nofly/internal/testenv"
 	"github.com/nofly-dev/nofly/telemetry"
 )
@@ -21,8 +24,28 @@ import (
 // partitions, some flown on two of them (a repartition), some placed
 // beyond the geo set's latitudes.
 func TestListIndexedEqualsScan(t *testing.T) {
+	servers := map[string]func(t *testing.T) redis.UniversalClient{
+		"redis": func(t *testing.T) redis.UniversalClient { return testenv.RedisClient(t) },
+		// The embedded default's (miniredis, cmd/demo): its GEOSEARCH
+		// answers the demo's drones API.
+		"embedded": func(t *testing.T) redis.UniversalClient {
+			r, err := embedded.StartRedis(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+	}
+	for name, server := range servers {
+		t.Run(name, func(t *testing.T) { testListIndexedEqualsScan(t, server(t)) })
+	}
+}
+
+func testListIndexedEqualsScan(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	rdb := testenv.RedisClient(t)
 	prefix := testenv.RedisPrefix(t, "droneix")
 	ds, err := dedup.NewRedis(rdb, dedup.RedisOptions{Prefix: prefix, Topic: "pos"})
 	if err != nil {
