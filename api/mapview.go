@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +45,10 @@ type mapAPI struct {
 	every  time.Duration
 
 	mu     sync.Mutex
-	cached mapZones // the drawing of the version last asked for
+	cached mapZones   // the drawing of the version last asked for
+	view   *viewIndex // the views of the version last asked for
+	// viewBuild is held (a token in it) while a version's view index is built.
+	viewBuild chan struct{}
 
 	// The positions streams' producer (positions_hub.go), running while
 	// hubRefs > 0.
@@ -70,7 +75,7 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 	}
 	m := &mapAPI{s: s, ev: ev, drones: st, every: positionsEvery,
 		zones:  zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now, Replicas: s.o.Replicas}),
-		cached: mapZones{version: -1}}
+		cached: mapZones{version: -1}, viewBuild: make(chan struct{}, 1)}
 	r.With(s.require(RoleViewer)).Get("/v1/me", m.me)
 	r.With(s.require(RoleViewer)).Get("/v1/map/zones", m.zonesView)
 	m.registerPositions()
@@ -136,41 +141,55 @@ func drawnLimitOf(l *geofence.Limit) *drawnLimit {
 	return &drawnLimit{M: l.M, Ref: l.Ref.String()}
 }
 
+// drawnPropsOf is what an operator reads of volume i of z.
+func drawnPropsOf(z *geofence.Zone, i int) drawnProps {
+	ws := make([]drawnWindow, len(z.Windows))
+	for k, w := range z.Windows {
+		ws[k] = drawnWindow{From: optTime(w.From), Until: optTime(w.Until), Weekly: make([][2]int32, len(w.Weekly))}
+		for j, iv := range w.Weekly {
+			ws[k].Weekly[j] = [2]int32{iv.Start, iv.End}
+		}
+	}
+	v := &z.Volumes[i]
+	p := drawnProps{ZoneID: z.ID, Name: z.Name, Category: string(z.Category), Restriction: z.Restriction,
+		Authority: z.Authority, Volume: i, Floor: drawnLimitOf(v.Floor), Ceiling: drawnLimitOf(v.Ceiling),
+		ActiveFrom: optTime(z.ActiveFrom), ActiveUntil: optTime(z.ActiveUntil), Windows: ws}
+	if len(v.Area) == 0 && v.Circle != nil {
+		r := v.Circle.RadiusM
+		p.RadiusM = &r
+	}
+	return p
+}
+
 // drawZones is the set's features, one per volume of each zone.
 func drawZones(set *geofence.ZoneSet) []drawnFeature {
 	fs := make([]drawnFeature, 0, len(set.Zones))
 	for _, z := range set.Zones {
-		ws := make([]drawnWindow, len(z.Windows))
-		for i, w := range z.Windows {
-			ws[i] = drawnWindow{From: optTime(w.From), Until: optTime(w.Until), Weekly: make([][2]int32, len(w.Weekly))}
-			for j, iv := range w.Weekly {
-				ws[i].Weekly[j] = [2]int32{iv.Start, iv.End}
-			}
-		}
 		for i, v := range z.Volumes {
-			p := drawnProps{ZoneID: z.ID, Name: z.Name, Category: string(z.Category), Restriction: z.Restriction,
-				Authority: z.Authority, Volume: i, Floor: drawnLimitOf(v.Floor), Ceiling: drawnLimitOf(v.Ceiling),
-				ActiveFrom: optTime(z.ActiveFrom), ActiveUntil: optTime(z.ActiveUntil), Windows: ws}
 			var g map[string]any
 			if len(v.Area) > 0 {
 				g = map[string]any{"type": "MultiPolygon", "coordinates": v.Area}
 			} else if v.Circle != nil {
-				r := v.Circle.RadiusM
-				p.RadiusM = &r
 				g = map[string]any{"type": "Point", "coordinates": v.Circle.Center}
 			} else {
 				continue // a volume has an area or a circle (the parsers see to it)
 			}
-			fs = append(fs, drawnFeature{Type: "Feature", ID: z.ID + "#" + strconv.Itoa(i), Geometry: g, Properties: p})
+			fs = append(fs, drawnFeature{Type: "Feature", ID: z.ID + "#" + strconv.Itoa(i), Geometry: g, Properties: drawnPropsOf(z, i)})
 		}
 	}
 	return fs
 }
 
 // zonesView is GET /v1/map/zones: the zone set in force drawn, with its
-// version as the ETag (If-None-Match: 304, so a page may ask often).
+// version as the ETag (If-None-Match: 304, so a page may ask often); with
+// bbox or zoom, the view's zones only (zonesInView).
 func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	q := r.URL.Query()
+	if q.Has("bbox") || q.Has("zoom") {
+		m.zonesInView(w, r, q)
+		return
+	}
 	v, err := m.zones.Version(ctx)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", "read the zone set version: "+err.Error(), nil)
@@ -196,6 +215,86 @@ func (m *mapAPI) zonesView(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
+// zonesInView answers GET /v1/map/zones?bbox=&zoom=: bbox defaults to the
+// world, zoom to maxZoom (simplified least).
+func (m *mapAPI) zonesInView(w http.ResponseWriter, r *http.Request, q url.Values) {
+	ctx := r.Context()
+	p := viewParams{box: dronestore.BBox{MinLon: -180, MinLat: -90, MaxLon: 180, MaxLat: 90}, zoom: maxZoom}
+	if q.Has("bbox") {
+		b, err := parseBBox(q.Get("bbox"))
+		if err != nil {
+			badDroneParam(w, "bbox", err.Error())
+			return
+		}
+		p.box = b
+	}
+	if q.Has("zoom") {
+		z, err := strconv.Atoi(q.Get("zoom"))
+		if err != nil || z < 0 || z > maxZoom {
+			badDroneParam(w, "zoom", "must be an integer from 0 to "+strconv.Itoa(maxZoom))
+			return
+		}
+		p.zoom = z
+	}
+	v, err := m.zones.Version(ctx)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "read the zone set version: "+err.Error(), nil)
+		return
+	}
+	// The browser may keep a view (zones, not alarms) and must ask again
+	// each time: the ETag is per version, so a revalidation is a 304 until
+	// the zones change.
+	const cache = "private, no-cache"
+	tag := viewTag(v, p)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == tag || inm == "*") {
+		w.Header().Set("ETag", tag)
+		w.Header().Set("Cache-Control", cache)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	vi, err := m.viewIndexOf(ctx, v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	if vi.version != v && r.Header.Get("If-None-Match") == viewTag(vi.version, p) {
+		// The previous version answers while v is indexed: the client has it.
+		w.Header().Set("ETag", viewTag(vi.version, p))
+		w.Header().Set("Cache-Control", cache)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body, err := vi.answer(p)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+		return
+	}
+	w.Header().Set("ETag", viewTag(vi.version, p))
+	w.Header().Set("Content-Type", "application/geo+json")
+	w.Header().Set("Cache-Control", cache)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// currentSet reads and parses the zone store's current version (an empty
+// store is an empty set of version 0).
+func (m *mapAPI) currentSet(ctx context.Context) (*geofence.ZoneSet, int64, error) {
+	e, err := m.zones.Current(ctx)
+	if errors.Is(err, zonestore.ErrEmpty) {
+		e, err = zonestore.Entry{Zones: json.RawMessage(`{"type":"FeatureCollection","features":[]}`)}, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the zone set: %w", err)
+	}
+	set, _, err := m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones))
+	if err != nil {
+		// Stored versions were validated on the way in; one that no longer
+		// parses here is this instance's problem to report, not to hide.
+		return nil, 0, fmt.Errorf("zone set version %d does not load here: %w", e.Version, err)
+	}
+	return set, e.Version, nil
+}
+
 // drawn returns the current version's drawing: from the cache when v (the
 // version just read) is the one drawn last, without reading the set.
 func (m *mapAPI) drawn(ctx context.Context, v int64) ([]byte, int64, error) {
@@ -205,31 +304,86 @@ func (m *mapAPI) drawn(ctx context.Context, v int64) ([]byte, int64, error) {
 	if c.version == v {
 		return c.body, c.version, nil
 	}
-	e, err := m.zones.Current(ctx)
-	if errors.Is(err, zonestore.ErrEmpty) {
-		e, err = zonestore.Entry{Zones: json.RawMessage(`{"type":"FeatureCollection","features":[]}`)}, nil
-	}
-	if err != nil {
-		return nil, 0, errors.New("read the zone set: " + err.Error())
-	}
-	set, _, err := m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones))
-	if err != nil {
-		// Stored versions were validated on the way in; one that no longer
-		// parses here is this instance's problem to report, not to hide.
-		return nil, 0, errors.New("zone set version " + strconv.FormatInt(e.Version, 10) + " does not load here: " + err.Error())
-	}
-	b, err := json.Marshal(map[string]any{"type": "FeatureCollection", "zone_version": e.Version,
-		"zones": len(set.Zones), "features": drawZones(set)})
+	set, ver, err := m.currentSet(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
+	b, err := json.Marshal(map[string]any{"type": "FeatureCollection", "zone_version": ver,
+		"zones": len(set.Zones), "features": drawZones(set)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode zone set version %d: %w", ver, err)
+	}
 	b = append(b, '\n')
 	m.mu.Lock()
-	if e.Version >= m.cached.version {
-		m.cached = mapZones{version: e.Version, body: b}
+	if ver >= m.cached.version {
+		m.cached = mapZones{version: ver, body: b}
 	}
 	m.mu.Unlock()
-	return b, e.Version, nil
+	return b, ver, nil
+}
+
+// viewIndexOf returns the view index of version v, or of a newer one read
+// meanwhile, built once per version (parsing 100,000 zones takes seconds):
+// the requests that find none wait for the one building it. While a newer
+// version is being indexed, the previous one answers (its own version in
+// the answer and the ETag, so a page asks again): a zone change does not
+// stall every page for the rebuild.
+func (m *mapAPI) viewIndexOf(ctx context.Context, v int64) (*viewIndex, error) {
+	m.mu.Lock()
+	vi := m.view
+	m.mu.Unlock()
+	if vi != nil && vi.version >= v {
+		return vi, nil
+	}
+	if vi != nil {
+		select {
+		case m.viewBuild <- struct{}{}:
+			// Not the request's context: the build outlives it.
+			go func() {
+				defer func() { <-m.viewBuild }()
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if _, err := m.buildViewIndex(bctx, v); err != nil {
+					m.s.log.Error("api: index the zone views", "zone_version", v, "error", err)
+				}
+			}()
+		default: // being built
+		}
+		return vi, nil
+	}
+	select {
+	case m.viewBuild <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the zone views being indexed: %w", ctx.Err())
+	}
+	defer func() { <-m.viewBuild }()
+	return m.buildViewIndex(ctx, v)
+}
+
+// buildViewIndex indexes the current version unless version v or a newer
+// one is indexed already; the caller holds viewBuild.
+func (m *mapAPI) buildViewIndex(ctx context.Context, v int64) (*viewIndex, error) {
+	m.mu.Lock()
+	vi := m.view
+	m.mu.Unlock()
+	if vi != nil && vi.version >= v {
+		return vi, nil
+	}
+	start := time.Now()
+	set, ver, err := m.currentSet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vi = newViewIndex(ver, set)
+	m.s.log.Info("api: zone views indexed", "zone_version", ver, "zones", len(set.Zones), "volumes", len(vi.feats),
+		"took", time.Since(start).Round(time.Millisecond))
+	m.mu.Lock()
+	if m.view == nil || ver >= m.view.version {
+		m.view = vi
+	}
+	vi = m.view
+	m.mu.Unlock()
+	return vi, nil
 }
 
 // posDrone is one drone of a positions frame.

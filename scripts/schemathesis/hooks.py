@@ -49,9 +49,9 @@ And for the alert API's description (scripts/schemathesis-alerter.sh):
   would leave no zone (the alerter runs without --allow-empty-zones).
 - GET /v1/alarms refuses an until before since (400), as its description
   says; filter_failure excuses that 400 when the times are so.
-- GET /v1/drones refuses a bbox whose min is above its max (400), as its
-  description says and its pattern cannot; filter_failure excuses that 400
-  when the bbox sent is so.
+- GET /v1/drones and GET /v1/map/zones refuse a bbox whose min is above
+  its max (400), as their descriptions say and the pattern cannot;
+  filter_failure excuses that 400 when the bbox sent is so.
 - Authorisations (POST /v1/authorizations) are validated whole: the
   description says in prose what a schema cannot (until after from and at
   most 366 days later, a reason not only spaces, lengths in UTF-8 bytes).
@@ -549,7 +549,7 @@ def keep_alerter_failure(failure, case, response):
         # "not before since", in the parameter's description.
         since, until = (parse_time((case.query or {}).get(k)) for k in ("since", "until"))
         return not (since is not None and until is not None and until < since)
-    if response.status_code == 400 and op == ("GET", "/v1/drones") and details.get("field") == "bbox":
+    if response.status_code == 400 and op in (("GET", "/v1/drones"), ("GET", "/v1/map/zones")) and details.get("field") == "bbox":
         try:
             b = [float(x) for x in str((case.query or {}).get("bbox", "")).split(",")]
         except ValueError:
