@@ -112,12 +112,6 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	res.Config.Log = nil
 	res.Config.Progress = 0
 
-	_, logDir, bin, cleanup, err := workDirs(ctx, log, "nofly-bench-", cfg.BinDir, cfg.LogDir)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
 	defer rdb.Close()
 	redisBefore, err := redisInfo(ctx, rdb)
@@ -139,46 +133,19 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 		}
 	}
 
-	runID := "bench-" + strconv.FormatInt(time.Now().UnixNano()/1e6, 36)
-	topic, eventsTopic := runID+".telemetry.positions", runID+".alerts.events"
+	pl, err := StartPipeline(ctx, PipelineConfig{Brokers: cfg.Brokers, Redis: cfg.Redis, Partitions: cfg.Partitions,
+		Zones: cfg.Zones, RunPrefix: "bench-", BinDir: cfg.BinDir, LogDir: cfg.LogDir, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer pl.Close()
+	runID, topic, eventsTopic := pl.RunID, pl.Topic, pl.EventsTopic
 	res.RunID = runID
 	brokers := strings.Split(cfg.Brokers, ",")
 	kc := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	// Deferred first, so it runs after both processes have stopped.
-	defer cleanupRun(rdb, kc, runID, runID, topic, eventsTopic)
-
-	ingestAddr, alerterAddr := freeAddr(), freeAddr()
-	// Flags, not NOFLY_* variables: a flag the command no longer has stops
-	// it at start, and flags win over the shell's NOFLY_* variables.
-	common := []string{"--brokers=" + cfg.Brokers, "--topic=" + topic,
-		"--partitions=" + strconv.Itoa(cfg.Partitions), "--log-level=warn"}
-	ingest, err := startProc(filepath.Join(bin, "ingest"), append([]string{"serve", "--addr=" + ingestAddr}, common...),
-		filepath.Join(logDir, runID+".ingest.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer ingest.stop()
-	alerter, err := startProc(filepath.Join(bin, "alerter"), append([]string{"serve", "--redis=" + cfg.Redis,
-		"--redis-prefix=" + runID, "--group=" + runID, "--zones=" + cfg.Zones,
-		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}, common...),
-		filepath.Join(logDir, runID+".alerter.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer alerter.stop()
-	log.Info("starting", "run", runID, "ingest", ingestAddr, "alerter", alerterAddr, "logs", logDir)
-	if err := waitHTTP(ctx, "http://"+ingestAddr+"/readyz", ingest); err != nil {
-		return nil, err
-	}
-	if err := waitAssigned(ctx, "http://"+alerterAddr+"/metrics", cfg.Partitions, alerter); err != nil {
-		return nil, err
-	}
-	// Each partition's dispatcher starts its transactional producer on
-	// assignment; let those finish so the run times the traffic only.
-	if err := sleepCtx(ctx, 2*time.Second); err != nil {
-		return nil, err
-	}
-	pids["ingest"], pids["alerter"] = ingest.cmd.Process.Pid, alerter.cmd.Process.Pid
+	ingest, alerter := pl.ingest, pl.alerter
+	ingestAddr, alerterAddr := pl.IngestAddr, pl.AlerterAddr
+	pids["ingest"], pids["alerter"] = pl.IngestPID, pl.AlerterPID
 	smp := &sampler{}
 	for _, n := range e2eProcs {
 		smp.add(n, pids[n])
