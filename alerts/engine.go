@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nofly-dev/nofly/authorization"
@@ -138,6 +139,28 @@ type drone struct {
 	tmark uint64 // the last batch that sampled a track point
 	gone  bool   // forgotten (clock.go): its state is deleted, not written
 	dueAt int64  // its next look on the log's clock (clock.go), 0: none
+	// fresh: not in the partition's stored states until the batch commits
+	// (the drone ids index gets it); placed, px, py: the position the
+	// spatial index was last given in this engine's life (it is given a
+	// new one only PlaceStepM away: dedup.Batch.Placed).
+	fresh, placed bool
+	px, py        float64
+}
+
+// PlaceStepM is how far a drone moves before its place in the spatial
+// index of the drones API is written again. The index is searched with this
+// margin and its answers filtered by the states' exact positions, so it
+// costs no precision; at 1 Hz it spares Redis a GEOADD on most positions
+// of a drone slower than 100 m/s.
+const PlaceStepM = 100
+
+// movedM is the distance between two positions, in metres, flat-earth:
+// exact enough over a few hundred metres, and cheap on every position.
+func movedM(lat1, lon1, lat2, lon2 float64) float64 {
+	const m = 111195 // metres per degree of a great circle
+	dy := (lat2 - lat1) * m
+	dx := (lon2 - lon1) * m * math.Cos((lat1+lat2)/2*math.Pi/180)
+	return math.Hypot(dx, dy)
 }
 
 // NewEngine returns the engine of a partition at the stored snapshot.
@@ -304,10 +327,14 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 		return b
 	}
 	out.Batch.Drones = make(map[string][]byte, len(changed))
-	out.Batch.Placed = make([]dedup.Placed, 0, len(changed))
 	for k, d := range changed {
 		out.Batch.Drones[d.id] = next(k)
-		if !d.Pos.IsZero() {
+		if d.fresh {
+			d.fresh = false
+			out.Batch.New = append(out.Batch.New, d.id)
+		}
+		if !d.Pos.IsZero() && (!d.placed || movedM(d.py, d.px, d.Pos.Lat, d.Pos.Lon) >= PlaceStepM) {
+			d.placed, d.px, d.py = true, d.Pos.Lon, d.Pos.Lat
 			out.Batch.Placed = append(out.Batch.Placed, dedup.Placed{ID: d.id, Lon: d.Pos.Lon, Lat: d.Pos.Lat})
 		}
 	}
@@ -337,7 +364,7 @@ func (e *Engine) step(zs Zones, zv, off int64, p *telemetry.Position, events []E
 	d := e.drones[p.DroneID]
 	isNew := d == nil
 	if isNew {
-		d = &drone{DroneState: NewDroneState(), id: p.DroneID}
+		d = &drone{DroneState: NewDroneState(), id: p.DroneID, fresh: true}
 	}
 	if !d.After(p) {
 		st.Duplicates++

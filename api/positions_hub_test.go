@@ -18,7 +18,7 @@ import (
 
 // TestPositionsOneProducer: five positions streams of one instance share
 // one producer: each tick costs Redis one read of the zone version and of
-// the drones changed since the last tick (4 × partitions + 1 commands
+// the drones changed since the last tick (3 × partitions + 1 commands
 // here), not one per stream nor one per drone; every stream gets a full
 // frame of every drone.
 func TestPositionsOneProducer(t *testing.T) {
@@ -89,15 +89,14 @@ func TestPositionsOneProducer(t *testing.T) {
 	ticks := reads() - r0
 	perTick := float64(cmds) / ticks
 	t.Logf("%d streams: %d Redis commands in %v ticks, %.1f a tick", streams, cmds, ticks, perTick)
-	// A tick is, per partition, the drone indexes' mark, the applied
-	// offset and the drones changed since the last tick (none: the sky is
-	// quiet, no state is read), the partitions' clocks (stale drones), and
-	// the zone version. Between the two loads a tick may be under way: a
+	// A tick is, per partition, the applied offset and the drone changes
+	// since the last tick (none: the sky is quiet, no state is read) and
+	// the clock (stale drones), and the zone version. Between the two loads a tick may be under way: a
 	// tick's commands more.
 	if n := states() - s0; n != 0 {
 		t.Errorf("a quiet sky: %v states read after the first tick, want 0", n)
 	}
-	if want := 4*partitions + 1; perTick > float64(want)+float64(want)/ticks {
+	if want := 3*partitions + 1; perTick > float64(want)+float64(want)/ticks {
 		t.Fatalf("%.1f Redis commands a tick with %d streams, want %d (one pass, whatever the streams)", perTick, streams, want)
 	}
 }

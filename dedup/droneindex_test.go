@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,8 +15,9 @@ import (
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
-// droneIndexes reads a partition's three drone indexes.
-func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) (ids []string, changed map[string]float64, places map[string][2]float64) {
+// droneIndexes reads a partition's drone indexes: the ids, the changes
+// stream's entries ("<a> <p> <sorted ids>") and the places.
+func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) (ids []string, changes []string, places map[string][2]float64) {
 	t.Helper()
 	ctx := context.Background()
 	k := s.Keys(p)
@@ -23,13 +25,17 @@ func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	zs, err := c.ZRangeWithScores(ctx, k.DroneChanges(), 0, -1).Result()
+	xs, err := c.XRange(ctx, k.DroneChanges(), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed = map[string]float64{}
-	for _, z := range zs {
-		changed[z.Member.(string)] = z.Score
+	for _, x := range xs {
+		var d []string
+		if v, _ := x.Values["d"].(string); v != "" {
+			d = strings.Split(v, "\n")
+		}
+		slices.Sort(d)
+		changes = append(changes, fmt.Sprint(x.Values["a"], " ", x.Values["p"], " ", strings.Join(d, ",")))
 	}
 	members, err := c.ZRange(ctx, k.DroneGeo(), 0, -1).Result()
 	if err != nil {
@@ -45,7 +51,7 @@ func droneIndexes(t *testing.T, c redis.UniversalClient, s *dedup.Redis, p int) 
 			places[m] = [2]float64{pos[i].Longitude, pos[i].Latitude}
 		}
 	}
-	return ids, changed, places
+	return ids, changes, places
 }
 
 // TestDroneIndexes is the contract of the drone indexes the batch script
@@ -88,22 +94,25 @@ func testDroneIndexes(t *testing.T, c redis.UniversalClient) {
 		name      string
 		batch     dedup.Batch
 		wantIDs   []string
-		wantChg   map[string]float64
+		wantChg   []string
 		wantPlace map[string][2]float64
 	}{
-		{"first", dedup.Batch{Applied: 10,
+		{"first", dedup.Batch{Applied: 10, New: []string{"A", "B", "C"},
 			Drones: map[string][]byte{"A": state, "B": state, "C": state},
 			Placed: []dedup.Placed{{ID: "A", Lon: -0.45, Lat: 51.47}, {ID: "B", Lon: 2.55, Lat: 49.0}}},
-			[]string{"A", "B", "C"}, map[string]float64{"A": 10, "B": 10, "C": 10},
+			[]string{"A", "B", "C"}, []string{"10 -1 A,B,C"},
 			map[string][2]float64{"A": {-0.45, 51.47}, "B": {2.55, 49.0}}},
 		{"A moves, C beyond the geo set's latitudes", dedup.Batch{Applied: 20,
 			Drones: map[string][]byte{"A": state, "C": state},
 			Placed: []dedup.Placed{{ID: "A", Lon: -0.40, Lat: 51.50}, {ID: "C", Lon: 10, Lat: 89.5}}},
-			[]string{"A", "B", "C"}, map[string]float64{"A": 20, "B": 10, "C": 20},
+			[]string{"A", "B", "C"}, []string{"10 -1 A,B,C", "20 10 A,C"},
 			map[string][2]float64{"A": {-0.40, 51.50}, "B": {2.55, 49.0}}},
-		{"B forgotten", dedup.Batch{Applied: 30, Forgotten: []string{"B"},
+		{"B forgotten, D new", dedup.Batch{Applied: 30, Forgotten: []string{"B"}, New: []string{"D"},
 			Drones: map[string][]byte{"D": state}, Placed: []dedup.Placed{{ID: "D", Lon: 13.4, Lat: 52.5}}},
-			[]string{"A", "C", "D"}, map[string]float64{"A": 20, "C": 20, "D": 30},
+			[]string{"A", "C", "D"}, []string{"10 -1 A,B,C", "20 10 A,C", "30 20 D"},
+			map[string][2]float64{"A": {-0.40, 51.50}, "D": {13.4, 52.5}}},
+		{"a batch that writes no state", dedup.Batch{Applied: 35},
+			[]string{"A", "C", "D"}, []string{"10 -1 A,B,C", "20 10 A,C", "30 20 D", "35 30 "},
 			map[string][2]float64{"A": {-0.40, 51.50}, "D": {13.4, 52.5}}},
 	}
 	version := dedup.NoVersion
@@ -116,8 +125,8 @@ func testDroneIndexes(t *testing.T, c redis.UniversalClient) {
 		if !slices.Equal(ids, st.wantIDs) {
 			t.Errorf("%s: ids %v, want %v", st.name, ids, st.wantIDs)
 		}
-		if fmt.Sprint(chg) != fmt.Sprint(st.wantChg) {
-			t.Errorf("%s: changed %v, want %v", st.name, chg, st.wantChg)
+		if !slices.Equal(chg, st.wantChg) {
+			t.Errorf("%s: changes %q, want %q", st.name, chg, st.wantChg)
 		}
 		if len(places) != len(st.wantPlace) {
 			t.Errorf("%s: places %v, want %v", st.name, places, st.wantPlace)
@@ -177,15 +186,9 @@ func testIndexDronesUpgrade(t *testing.T, c redis.UniversalClient) {
 	if len(snap.Drones) != len(old) {
 		t.Fatalf("loaded %d states, want %d", len(snap.Drones), len(old))
 	}
-	ids, chg, places := droneIndexes(t, c, s, 1)
-	if len(ids) != len(old) || len(chg) != len(old) {
-		t.Errorf("indexed %d ids and %d changes, want %d each", len(ids), len(chg), len(old))
-	}
-	for _, id := range ids {
-		if chg[id] != 41 {
-			t.Errorf("%s changed at %v, want the applied offset 41", id, chg[id])
-			break
-		}
+	ids, _, places := droneIndexes(t, c, s, 1)
+	if len(ids) != len(old) {
+		t.Errorf("indexed %d ids, want %d", len(ids), len(old))
 	}
 	if len(places) != 1201 {
 		t.Errorf("placed %d drones, want 1201 (A and the Z's: B has no position, C is beyond 85°, D is not a state)", len(places))
@@ -200,12 +203,12 @@ func testIndexDronesUpgrade(t *testing.T, c redis.UniversalClient) {
 	if n, err := s.IndexDrones(ctx, 1); err != nil || n != -1 {
 		t.Errorf("second IndexDrones = %d, %v; want -1", n, err)
 	}
-	if _, err := s.Commit(ctx, 1, 41, dedup.Batch{Applied: 50, Drones: map[string][]byte{"A": []byte(`{}`)}}); err != nil {
+	if _, err := s.Commit(ctx, 1, 41, dedup.Batch{Applied: 50, New: []string{"A"}, Drones: map[string][]byte{"A": []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	ids, chg, _ = droneIndexes(t, c, s, 1)
-	if !slices.Contains(ids, "A") || chg["A"] != 50 {
-		t.Errorf("after a batch writing A: in ids %v, changed at %v (want 50)", slices.Contains(ids, "A"), chg["A"])
+	ids, chg, _ := droneIndexes(t, c, s, 1)
+	if !slices.Contains(ids, "A") || !slices.Equal(chg, []string{"50 41 A"}) {
+		t.Errorf("after a batch writing A: in ids %v, changes %q (want [50 41 A])", slices.Contains(ids, "A"), chg)
 	}
 }
 

@@ -97,23 +97,20 @@ func (r *Redis) Keys(partition int) redislayout.Keys {
 	return redislayout.Of(r.prefix, r.topic, partition)
 }
 
-// indexScript builds a partition's drone indexes (ids, places, changes)
-// from its drone hash, once: for a partition written before the batch
-// script kept them. One atomic step, so a batch committed meanwhile is
-// either in the hash it reads or after it. Returns the drones indexed, or
-// -1 when the mark says it was done.
-// KEYS = applied, drones, drone ids, drone geo, drone changes, mark.
+// indexScript builds a partition's drone indexes (ids, places) from its
+// drone hash, once: for a partition written before the batch script kept
+// them. One atomic step, so a batch committed meanwhile is either in the
+// hash it reads or after it. Returns the drones indexed, or -1 when the
+// mark says it was done.
+// KEYS = drones, drone ids, drone geo, mark.
 var indexScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
-local applied = redis.call('GET', KEYS[1]) or '-1'
-local st = redis.call('HGETALL', KEYS[2])
-local ids, chg, geo = {}, {}, {}
+if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+local st = redis.call('HGETALL', KEYS[1])
+local ids, geo = {}, {}
 for i = 1, #st, 2 do
   local id = st[i]
   ids[#ids + 1] = 0
   ids[#ids + 1] = id
-  chg[#chg + 1] = applied
-  chg[#chg + 1] = id
   local ok, d = pcall(cjson.decode, st[i + 1])
   if ok and type(d) == 'table' and type(d.pos) == 'table' then
     local lat, lon = tonumber(d.pos.lat), tonumber(d.pos.lon)
@@ -124,15 +121,23 @@ for i = 1, #st, 2 do
     end
   end
 end
-for a = 1, #ids, 1000 do redis.call('ZADD', KEYS[3], unpack(ids, a, math.min(#ids, a + 999))) end
-for a = 1, #chg, 1000 do redis.call('ZADD', KEYS[5], unpack(chg, a, math.min(#chg, a + 999))) end
-for a = 1, #geo, 999 do redis.call('GEOADD', KEYS[4], unpack(geo, a, math.min(#geo, a + 998))) end
-redis.call('SET', KEYS[6], '1')
+for a = 1, #ids, 1000 do redis.call('ZADD', KEYS[2], unpack(ids, a, math.min(#ids, a + 999))) end
+for a = 1, #geo, 999 do redis.call('GEOADD', KEYS[3], unpack(geo, a, math.min(#geo, a + 998))) end
+redis.call('SET', KEYS[4], '1')
 return #st / 2
 `)
 
 // geoMaxLatLua is GeoMaxLat in the scripts' text.
 const geoMaxLatLua = "85.05112878"
+
+// ChangesKeep is how long the drone changes stream keeps a batch's entry
+// (trimmed by the batch script, MINID ~ now - ChangesKeep, on Redis's
+// clock): a reader that reads less often than that rereads the partition's
+// states (the entries' chain tells it).
+const ChangesKeep = 2 * time.Minute
+
+// changesKeepMS is ChangesKeep in the script's text.
+const changesKeepMS = "120000"
 
 // IndexDrones builds the partition's drone indexes from its drone hash
 // when the partition was written before the batch script kept them (its
@@ -141,7 +146,7 @@ const geoMaxLatLua = "85.05112878"
 // drones, once.
 func (r *Redis) IndexDrones(ctx context.Context, partition int) (int, error) {
 	k := r.Keys(partition)
-	n, err := indexScript.Run(ctx, r.c, []string{k.Applied(), k.Drones(), k.DroneIDs(), k.DroneGeo(), k.DroneChanges(), k.DroneIndexed()}).Int()
+	n, err := indexScript.Run(ctx, r.c, []string{k.Drones(), k.DroneIDs(), k.DroneGeo(), k.DroneIndexed()}).Int()
 	if err != nil {
 		return 0, fmt.Errorf("dedup: index the drones of partition %d: %w", partition, err)
 	}
@@ -245,19 +250,22 @@ func authVersion(c *redis.StringCmd) (int64, error) {
 // KEYS = applied, drones, outbox, event mark, legacy flag, alarms, active
 // alarms, cleared alarms, alarm GC, zone version, zone switches, clock,
 // authorisation version, authorisation switches, drone ids, drone geo,
-// drone changes, drone indexes' mark.
+// drone changes (a stream: one entry per batch, XADD after the states,
+// fields a = the new applied offset, p = the expected version, d = the
+// drone ids written, newline-separated; trimmed to ChangesKeep), drone
+// indexes' mark.
 // ARGV = expected version, new applied offset, ttl milliseconds, n drones,
 // the prefix of the event buckets (Keys.EventBucketPrefix), the prefix of
 // the earlier layout's event keys (Keys.EventPrefix), alarm retention
 // milliseconds, n tracks, track length, track TTL milliseconds, the prefix
 // of the track keys (Keys.TrackPrefix), the batch's zone version, the
 // batch's log clock (unix ms, "0": none), n forgotten drones, the batch's
-// authorisation set version ("0": none), n placed drones, then (drone
-// id, state) × n (each also into the drone ids, score 0, and the drone
-// changes, score the new applied offset), then (drone id, track point) × t,
-// then forgotten drone id × f (state, track and the three index entries
-// deleted, after the states are written), then (longitude, latitude, drone
-// id) × g (GEOADD: the drones' places), then
+// authorisation set version ("0": none), n placed drones, n new drones,
+// then (drone id, state) × n, then (drone id, track point) × t, then
+// forgotten drone id × f (state, track and the two index entries deleted,
+// after the states are written), then (longitude, latitude, drone id) × g
+// (GEOADD: the drones' places), then new drone id × w (ZADD 0 into the
+// drone ids), then
 // (event id, event JSON, index) × m, where index is the raise time in unix
 // milliseconds for a raised event, "c" for a cleared one, "l" for a
 // signal_lost (the alarm's :lost entry set), "g" for a signal_regained
@@ -298,22 +306,15 @@ local function chunked(cmd, key, t)
     end
   end
 end
-local nd, nt, nf, ng = tonumber(ARGV[4]), tonumber(ARGV[8]), tonumber(ARGV[14]), tonumber(ARGV[16])
-local first, last = 17, 16 + 2 * nd
-local dids, dchg = {}, {}
-for i = first, last, 2 do
-  dids[#dids + 1] = 0
-  dids[#dids + 1] = ARGV[i]
-  dchg[#dchg + 1] = ARGV[2]
-  dchg[#dchg + 1] = ARGV[i]
-end
+local nd, nt, nf, ng, nn = tonumber(ARGV[4]), tonumber(ARGV[8]), tonumber(ARGV[14]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local first, last = 18, 17 + 2 * nd
+local dlist = {}
+for i = first, last, 2 do dlist[#dlist + 1] = ARGV[i] end
 while first <= last do
   local upto = math.min(last, first + 999)
   redis.call('HSET', KEYS[2], unpack(ARGV, first, upto))
   first = upto + 1
 end
-chunked('ZADD', KEYS[15], dids)
-chunked('ZADD', KEYS[17], dchg)
 local tlen, tttl, tpfx = tonumber(ARGV[9]), ARGV[10], ARGV[11]
 for i = last + 1, last + 2 * nt, 2 do
   local k = tpfx .. ARGV[i]
@@ -330,7 +331,7 @@ if nf > 0 then
     redis.call('HDEL', KEYS[2], unpack(ARGV, a, math.min(last + nf, a + 999)))
   end
   chunked('DEL', nil, tk)
-  for _, k in ipairs({KEYS[15], KEYS[16], KEYS[17]}) do
+  for _, k in ipairs({KEYS[15], KEYS[16]}) do
     for a = last + 1, last + nf, 1000 do
       redis.call('ZREM', k, unpack(ARGV, a, math.min(last + nf, a + 999)))
     end
@@ -341,6 +342,15 @@ for a = last + 1, last + 3 * ng, 999 do
   redis.call('GEOADD', KEYS[16], unpack(ARGV, a, math.min(last + 3 * ng, a + 998)))
 end
 last = last + 3 * ng
+if nn > 0 then
+  local ids = {}
+  for i = last + 1, last + nn do
+    ids[#ids + 1] = 0
+    ids[#ids + 1] = ARGV[i]
+  end
+  chunked('ZADD', KEYS[15], ids)
+  last = last + nn
+end
 if cur == '-1' then
   redis.call('SET', KEYS[18], '1') -- a partition indexed from its first batch
 end
@@ -490,6 +500,8 @@ if #due > 0 then
 end
 table.insert(live, 1, ARGV[2])
 redis.call('SET', KEYS[4], table.concat(live, ' '))
+redis.call('XADD', KEYS[17], 'MINID', '~', string.format('%d', now - ` + changesKeepMS + `), '*',
+  'a', ARGV[2], 'p', ARGV[1], 'd', table.concat(dlist, '\n'))
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, appended, m - appended}
 `)
@@ -516,12 +528,12 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 			placed++
 		}
 	}
-	args := make([]any, 0, 16+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*placed+3*len(b.Events))
+	args := make([]any, 0, 17+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*placed+len(b.New)+3*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
 		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix(),
 		r.retentionArg, len(b.Tracks), r.trackLenArg, r.trackTTLArg, k.TrackPrefix(),
 		strconv.FormatInt(b.ZoneVersion, 10), strconv.FormatInt(b.Clock, 10), len(b.Forgotten),
-		strconv.FormatInt(b.AuthVersion, 10), placed)
+		strconv.FormatInt(b.AuthVersion, 10), placed, len(b.New))
 	for id, st := range b.Drones {
 		args = append(args, id, st)
 	}
@@ -535,6 +547,9 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 		if placeable(pl) {
 			args = append(args, pl.Lon, pl.Lat, pl.ID)
 		}
+	}
+	for _, id := range b.New {
+		args = append(args, id)
 	}
 	for _, e := range b.Events {
 		args = append(args, e.ID, e.JSON, indexArg(e))

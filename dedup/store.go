@@ -145,11 +145,15 @@ type Batch struct {
 	// Forgotten are the drones the batch forgot: their states and tracks
 	// are deleted (after the states are written: a drone is never in both).
 	Forgotten []string
-	// Placed are the last positions of the drones in Drones that have one,
-	// for the spatial index of GET /v1/drones?bbox= (a drone absent keeps
-	// its place in it). Latitudes beyond GeoMaxLat are not placed (the
+	// Placed are positions of drones in Drones for the spatial index of
+	// GET /v1/drones?bbox= (a drone absent keeps its place in it: the
+	// engine places a drone again once it moved alerts.PlaceStepM, and the
+	// index is searched with that margin). Latitudes beyond GeoMaxLat are not placed (the
 	// index cannot hold them; a search reaching there reads every drone).
 	Placed []Placed
+	// New are the drones of Drones whose state the partition did not hold
+	// before the batch (the drone ids index gets them).
+	New []string
 }
 
 // Placed is a drone's position in the spatial index.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/dedup"
 )
 
@@ -220,8 +221,11 @@ func (s *Store) listInBox(ctx context.Context, f Filter, after string) (out []Dr
 	} else if b.MaxLat < 0 {
 		near = -b.MaxLat
 	}
-	w := (b.MaxLon-b.MinLon)*earthM*math.Cos(near*math.Pi/180) + 100
-	h := (b.MaxLat-b.MinLat)*earthM + 100
+	// A drone is placed again only once it moved alerts.PlaceStepM: its
+	// place may be that far from its state's position, on either side.
+	const margin = 2*alerts.PlaceStepM + 100
+	w := (b.MaxLon-b.MinLon)*earthM*math.Cos(near*math.Pi/180) + margin
+	h := (b.MaxLat-b.MinLat)*earthM + margin
 	cmds := make([]*redis.StringSliceCmd, len(s.keys))
 	_, err = s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for p, k := range s.keys {

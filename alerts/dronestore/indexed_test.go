@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/dronestore"
 	"github.com/nofly-dev/nofly/alerts/dronestore/dronetest"
 	"github.com/nofly-dev/nofly/dedup"
@@ -141,5 +142,69 @@ func testListIndexedEqualsScan(t *testing.T, rdb redis.UniversalClient) {
 				t.Errorf("all: %d drones listed, want the ~880 flown", len(scan))
 			}
 		}
+	}
+}
+
+// TestListBoxFindsADroneBetweenPlaces: the engine writes a drone's place
+// in the geo set again only once it moved alerts.PlaceStepM; a box that
+// holds its position but not its last place still finds it, and a box
+// that holds its last place but not its position does not.
+func TestListBoxFindsADroneBetweenPlaces(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.RedisClient(t)
+	prefix := testenv.RedisPrefix(t, "droneplace")
+	ds, err := dedup.NewRedis(rdb, dedup.RedisOptions{Prefix: prefix, Topic: "pos"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zs, err := dronetest.Zones()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := dronestore.New(dronestore.Options{Redis: rdb, Prefix: prefix, Topic: "pos", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ds.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := alerts.NewEngine(0, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lat, step = 51.3, 0.0009 // ~63 m of longitude a batch
+	lon, placedAt, off := -0.8, 0.0, int64(0)
+	moves := 0
+	for i := range 12 {
+		p := dronetest.Pos("SLOW", int64(i+1), base.Add(time.Duration(i)*time.Second), lat, lon)
+		out := e.Apply(zs, []alerts.Record{{Offset: off, Value: p.AppendJSON(nil)}})
+		off++
+		if _, err := ds.Commit(ctx, 0, out.Expected, out.Batch); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Batch.Placed) == 1 {
+			placedAt = lon
+			moves++
+		}
+		around := func(w, e float64) []string {
+			ds, _, err := st.List(ctx, dronestore.Filter{BBox: &dronestore.BBox{MinLon: w, MinLat: lat - 0.001, MaxLon: e, MaxLat: lat + 0.001}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids(ds)
+		}
+		if got := around(lon-0.00001, lon+0.01); len(got) != 1 {
+			t.Errorf("batch %d: a box from the drone's position eastwards (its place %.4f is %.0f m west) lists %v", i, placedAt, (lon-placedAt)*69500, got)
+		}
+		if placedAt != lon {
+			if got := around(placedAt-0.01, lon-0.00001); len(got) != 0 {
+				t.Errorf("batch %d: a box around its place but short of its position lists %v", i, got)
+			}
+		}
+		lon += step
+	}
+	if moves < 3 || moves > 9 {
+		t.Errorf("placed %d times in 12 moves of ~63 m: want about every other one", moves)
 	}
 }

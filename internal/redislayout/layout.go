@@ -41,14 +41,15 @@ func (k Keys) DroneIDs() string { return k.tag + ":drones:ids" }
 // GET /v1/drones?bbox= searches it.
 func (k Keys) DroneGeo() string { return k.tag + ":drones:geo" }
 
-// DroneChanges is the sorted set of the drones by the applied offset of
-// the batch that last wrote their state: the positions streams' producer
-// reads what changed since its last tick.
-func (k Keys) DroneChanges() string { return k.tag + ":drones:changed" }
+// DroneChanges is the stream of the batches' drone ids (one entry per
+// batch: its applied offset, the one before it and the drones whose state
+// it wrote): the positions streams' producer reads what changed since its
+// last tick.
+func (k Keys) DroneChanges() string { return k.tag + ":drones:changes" }
 
-// DroneIndexed marks a partition whose drone indexes (DroneIDs, DroneGeo,
-// DroneChanges) hold every drone of its hash: absent for a partition
-// written before them, until the backfill builds them.
+// DroneIndexed marks a partition whose drone indexes (DroneIDs, DroneGeo)
+// hold every drone of its hash: absent for a partition written before
+// them, until the backfill builds them.
 func (k Keys) DroneIndexed() string { return k.tag + ":drones:indexed" }
 
 // Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).

@@ -19,7 +19,7 @@ func TestKeysPinned(t *testing.T) {
 		{"drones", k.Drones(), "{nofly:telemetry.positions:3}:drones"},
 		{"drone ids", k.DroneIDs(), "{nofly:telemetry.positions:3}:drones:ids"},
 		{"drone geo", k.DroneGeo(), "{nofly:telemetry.positions:3}:drones:geo"},
-		{"drone changes", k.DroneChanges(), "{nofly:telemetry.positions:3}:drones:changed"},
+		{"drone changes", k.DroneChanges(), "{nofly:telemetry.positions:3}:drones:changes"},
 		{"drone indexes' mark", k.DroneIndexed(), "{nofly:telemetry.positions:3}:drones:indexed"},
 		{"outbox", k.Outbox(), "{nofly:telemetry.positions:3}:outbox"},
 		{"event", k.Event("3f0c:raised"), "{nofly:telemetry.positions:3}:ev:3f0c:raised"},
@@ -138,11 +138,11 @@ func TestDocMatchesLayout(t *testing.T) {
 	if ex := Of("nofly", "telemetry.positions", 3).Tag(); !regexp.MustCompile(`tag = \{<prefix>:<topic>:<partition>\} +e\.g\. ` + regexp.QuoteMeta(ex)).MatchString(doc) {
 		t.Errorf("docs/redis-layout.md: the tag line does not read tag = {<prefix>:<topic>:<partition>} e.g. %s", ex)
 	}
-	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, clock_ms, n_forgotten, auth_version, (drone_id, state)×n, (drone_id, point)×t, forgotten_drone_id×f, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
+	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, clock_ms, n_forgotten, auth_version, n_placed, n_new, (drone_id, state)×n, (drone_id, point)×t, forgotten_drone_id×f, (lon, lat, drone_id)×g, new_drone_id×w, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
 		generic(k.EventPrefix()) != "<tag>:ev:" || generic(k.TrackPrefix()) != "<tag>:track:" || !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's key prefixes are not %q (code: %q, %q)", want, generic(k.EventBucketPrefix()), generic(k.EventPrefix()))
 	}
-	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy, alarms, alarms:active, alarms:cleared, alarms:gc, zonever, zoneswitch, clock, authver, authswitch`"; !strings.Contains(doc, want) {
+	if want := "`KEYS = applied, drones, outbox, evmark, evlegacy, alarms, alarms:active, alarms:cleared, alarms:gc, zonever, zoneswitch, clock, authver, authswitch, drones:ids, drones:geo, drones:changes, drones:indexed`"; !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's KEYS line is not %q", want)
 	}
 	if k.EventBucket(1764000000000) != k.EventBucketPrefix()+"1764000000000" {

@@ -75,6 +75,9 @@ func Legacy(ctx context.Context, s *dedup.Redis, partition int, states map[strin
 	b := dedup.Batch{Drones: map[string][]byte{}, Applied: snap.Applied + 1}
 	for id, st := range states {
 		b.Drones[id] = []byte(st)
+		if _, known := snap.Drones[id]; !known {
+			b.New = append(b.New, id) // as the engine names a drone new to the partition
+		}
 	}
 	if _, err := s.Commit(ctx, partition, snap.Applied, b); err != nil {
 		return fmt.Errorf("dronetest: commit partition %d: %w", partition, err)
