@@ -34,7 +34,10 @@ type PipelineConfig struct {
 	LogDir string
 	// IngestArgs and AlerterArgs are flags added to each command's own.
 	IngestArgs, AlerterArgs []string
-	Log                     *slog.Logger
+	// IngestLag has ingest measure the run's group's lag
+	// (nofly_ingest_consumer_lag_seconds; --lag-groups).
+	IngestLag bool
+	Log       *slog.Logger
 }
 
 // Pipeline is a started ingest and alerter. Close stops them and deletes
@@ -84,8 +87,11 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (_ *Pipeline, err er
 	// it at start, and flags win over the shell's NOFLY_* variables.
 	common := []string{"--brokers=" + cfg.Brokers, "--topic=" + p.Topic,
 		"--partitions=" + strconv.Itoa(cfg.Partitions), "--log-level=warn"}
-	p.ingest, err = startProc(filepath.Join(bin, "ingest"),
-		append(append([]string{"serve", "--addr=" + p.IngestAddr}, common...), cfg.IngestArgs...),
+	ingestArgs := append([]string{"serve", "--addr=" + p.IngestAddr}, common...)
+	if cfg.IngestLag {
+		ingestArgs = append(ingestArgs, "--lag-groups="+runID)
+	}
+	p.ingest, err = startProc(filepath.Join(bin, "ingest"), append(ingestArgs, cfg.IngestArgs...),
 		filepath.Join(logDir, runID+".ingest.log"))
 	if err != nil {
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,4 +160,44 @@ func ownRedis(ctx context.Context, rdb *redis.Client, prefix string) (mb float64
 		sum += c.Val() // a key gone since the scan: 0
 	}
 	return float64(sum) / 1e6, len(names), nil
+}
+
+// maxGauge is the largest value of a labelled gauge in a Prometheus text
+// exposition (-1 when it has no series).
+func maxGauge(text, name string) float64 {
+	m := -1.0
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		_, v, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.Fields(v)[0], 64); err == nil {
+			m = max(m, f)
+		}
+	}
+	return m
+}
+
+// ingestLagSeconds is ingest's own lag gauge, the age of the oldest record
+// the group has not committed, the largest of the partitions (-1: none
+// yet); ingest measures it every 5 s.
+func ingestLagSeconds(ctx context.Context, ingestAddr string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ingestAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("soak: ingest metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("soak: ingest metrics: %w", err)
+	}
+	return maxGauge(string(b), "nofly_ingest_consumer_lag_seconds"), nil
 }

@@ -28,6 +28,10 @@ type Sample struct {
 	// records and in seconds of the offered rate.
 	LagMax  int64   `json:"lag_max_records"`
 	LagMaxS float64 `json:"lag_max_s"`
+	// AgeMaxS is ingest's nofly_ingest_consumer_lag_seconds, the age of
+	// the oldest record not committed, the largest read in the window
+	// (-1: none; ingest measures every 5 s).
+	AgeMaxS float64 `json:"ingest_lag_max_s"`
 	// Events matched to their 202 in the window, and their latency from
 	// the 202 to the SSE client.
 	Events  int           `json:"events"`
@@ -107,7 +111,7 @@ type Totals struct {
 	Seconds            float64
 	CPU                map[string]float64
 	LagMax             int64
-	LagMaxS            float64
+	LagMaxS, AgeMaxS   float64
 }
 
 // totals sums samples (all of them when from is 0).
@@ -121,6 +125,7 @@ func totals(samples []Sample) Totals {
 			t.LagMax = s.LagMax
 		}
 		t.LagMaxS = max(t.LagMaxS, s.LagMaxS)
+		t.AgeMaxS = max(t.AgeMaxS, s.AgeMaxS)
 		for _, n := range procNames {
 			c, ok := s.CPU[n]
 			if !ok || c < 0 || t.CPU[n] < 0 {
@@ -225,7 +230,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("### Summary\n\n| figure | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| positions accepted (202) | %s in %.0f s (%s/s); refused %s |\n", commas(t.Positions), t.Seconds,
 		commas(int64(float64(t.Positions)/max(t.Seconds, 1))), commas(t.Refused))
-	fmt.Fprintf(&b, "| consumer lag max | %s records, %.2f s (target < %v) |\n", commas(t.LagMax), t.LagMaxS, c.LagTarget)
+	fmt.Fprintf(&b, "| consumer lag max | %s records, %.2f s of traffic; ingest's gauge (oldest record not committed) %.1f s (target < %v) |\n",
+		commas(t.LagMax), t.LagMaxS, t.AgeMaxS, c.LagTarget)
 	l := r.Latency
 	fmt.Fprintf(&b, "| alarm latency 202 → SSE client p50 / p90 / p99 / max | %s / %s / %s / %s ms (%s events; target p99 ≤ 500 ms) |\n",
 		ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max), commas(int64(l.N)))
@@ -253,7 +259,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\n")
 
 	b.WriteString("### Per sample\n\nCPU in ms per 1,000 positions of the window; pages: frame time p95 (ms) / JS heap (MB).\n\n")
-	b.WriteString("| t (s) | drones | pos/s | lag max (rec / s) | events | p50 / p99 (ms) | Redis MB (own) | alerter RSS MB |")
+	b.WriteString("| t (s) | drones | pos/s | lag max (rec / s / ingest's s) | events | p50 / p99 (ms) | Redis MB (own) | alerter RSS MB |")
 	for _, n := range procNames {
 		b.WriteString(" " + n + " |")
 	}
@@ -263,8 +269,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString(" --- |\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %.0f | %s | %s | %s / %.2f | %d | %s / %s | %.0f (%.1f) | %.0f |", s.T, commas(int64(s.Drones)), commas(int64(s.PerSecond())),
-			commas(s.LagMax), s.LagMaxS, s.Events, ms(s.P50), ms(s.P99), s.RedisMB, s.OwnMB, s.AlerterMB)
+		fmt.Fprintf(&b, "| %.0f | %s | %s | %s / %.2f / %.1f | %d | %s / %s | %.0f (%.1f) | %.0f |", s.T, commas(int64(s.Drones)), commas(int64(s.PerSecond())),
+			commas(s.LagMax), s.LagMaxS, s.AgeMaxS, s.Events, ms(s.P50), ms(s.P99), s.RedisMB, s.OwnMB, s.AlerterMB)
 		for _, n := range procNames {
 			c, ok := s.CPU[n]
 			if !ok {

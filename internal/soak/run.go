@@ -116,13 +116,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		viewers = append(viewers, v)
 	}
-	alerterArgs := []string{"--api-tokens=" + tokenFile}
+	// A national set's PUT validates and stages tens of MB: on a loaded
+	// machine that outlasts the default 30 s --http-read-timeout, which
+	// also ends the handler's context (a 500 at "stage an entry").
+	alerterArgs := []string{"--api-tokens=" + tokenFile, "--http-read-timeout=5m"}
 	if n := 2 * len(set.Doc); n > 128<<20 {
 		alerterArgs = append(alerterArgs, "--api-zone-set-max-bytes="+strconv.Itoa(n))
 	}
 	pl, err := benchcompare.StartPipeline(ctx, benchcompare.PipelineConfig{Brokers: cfg.Brokers, Redis: cfg.Redis,
 		Partitions: cfg.Partitions, Zones: seedZones, RunPrefix: "soak-", BinDir: bin, LogDir: cfg.LogDir,
-		AlerterArgs: alerterArgs, Log: log})
+		AlerterArgs: alerterArgs, IngestLag: true, Log: log})
 	if err != nil {
 		return nil, err
 	}

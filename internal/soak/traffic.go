@@ -39,6 +39,7 @@ type drone struct {
 type fleet struct {
 	sites   []zonegen.Site
 	drones  []drone
+	ids     []string
 	stride  int // every stride-th drone is a toggler; 0: none
 	every   int
 	in, out [2]float64 // toggler points (lon, lat)
@@ -48,7 +49,7 @@ type fleet struct {
 }
 
 func newFleet(set *zonegen.Set, n int, c Config, in, out [2]float64) *fleet {
-	f := &fleet{sites: set.Sites, drones: make([]drone, n), stride: c.togglerStride(), every: c.ToggleEvery,
+	f := &fleet{sites: set.Sites, drones: make([]drone, n), ids: make([]string, n), stride: c.togglerStride(), every: c.ToggleEvery,
 		in: in, out: out, altAGL: c.AltAGLM, togAlt: 120, clients: c.Clients}
 	r := rand.New(rand.NewPCG(c.Seed, 0x534f414b))
 	starts := set.Positions(c.Seed, n)
@@ -56,6 +57,7 @@ func newFleet(set *zonegen.Set, n int, c Config, in, out [2]float64) *fleet {
 		a := r.Float64() * 2 * math.Pi
 		sp := c.SpeedMPS * (0.5 + r.Float64())
 		f.drones[i] = drone{lon: starts[i][0], lat: starts[i][1], vE: sp * math.Cos(a), vN: sp * math.Sin(a), site: nearest(set.Sites, starts[i])}
+		f.ids[i] = f.droneID(i)
 	}
 	return f
 }
@@ -123,7 +125,7 @@ func (f *fleet) tick(k int64, active int, dt float64, ts time.Time) [][]byte {
 		} else {
 			f.move(d, dt)
 		}
-		p = telemetry.Position{DroneID: f.droneID(i), Seq: seq, TS: ts, Lat: round6(d.lat), Lon: round6(d.lon),
+		p = telemetry.Position{DroneID: f.ids[i], Seq: seq, TS: ts, Lat: round6(d.lat), Lon: round6(d.lon),
 			AltM: &alt, AltRef: "AGL"}
 		c := clientOf(i, f.clients)
 		bodies[c] = append(p.AppendJSON(bodies[c]), '\n')
