@@ -102,10 +102,15 @@ func (m *meter) cpu() map[string]time.Duration {
 	return out
 }
 
-// begin is the first reading, before the traffic.
-func (m *meter) begin(ctx context.Context) error {
+// begin is the first reading, before the traffic; it returns the run's
+// own Redis keys' MB then.
+func (m *meter) begin(ctx context.Context) (float64, error) {
+	own, _, err := ownRedis(ctx, m.rdb, m.pl.RunID)
+	if err != nil {
+		return 0, err
+	}
 	m.prevAt, m.prevCPU = time.Now(), m.cpu()
-	return ctx.Err()
+	return own, ctx.Err()
 }
 
 // take ends a sample window: drones is what flew in it.

@@ -145,19 +145,21 @@ func ownRedis(ctx context.Context, rdb *redis.Client, prefix string) (mb float64
 	if err := iter.Err(); err != nil {
 		return 0, 0, fmt.Errorf("soak: scan the run's keys: %w", err)
 	}
-	pipe := rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(names))
-	for i, k := range names {
-		cmds[i] = pipe.MemoryUsage(ctx, k)
-	}
-	if len(names) > 0 {
+	// In pipelines of 1,000: one of a national fleet's keys at once
+	// outlasts the client's write timeout.
+	var sum int64
+	for i := 0; i < len(names); i += 1000 {
+		pipe := rdb.Pipeline()
+		var cmds []*redis.IntCmd
+		for _, k := range names[i:min(i+1000, len(names))] {
+			cmds = append(cmds, pipe.MemoryUsage(ctx, k))
+		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return 0, 0, fmt.Errorf("soak: MEMORY USAGE of the run's keys: %w", err)
 		}
-	}
-	var sum int64
-	for _, c := range cmds {
-		sum += c.Val() // a key gone since the scan: 0
+		for _, c := range cmds {
+			sum += c.Val() // a key gone since the scan: 0
+		}
 	}
 	return float64(sum) / 1e6, len(names), nil
 }

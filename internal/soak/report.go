@@ -92,6 +92,9 @@ type Report struct {
 	// TogglerSite is where the togglers alarm (the airport view).
 	TogglerSite string   `json:"toggler_site"`
 	Samples     []Sample `json:"samples"`
+	// OwnBaseMB is the run's own keys before the traffic (the zone
+	// store's versions): what the drones add is above it.
+	OwnBaseMB float64 `json:"redis_own_keys_before_traffic_mb"`
 	// Latency is every matched event's, over the run.
 	Latency   benchcompare.Latency `json:"latency"`
 	Unmatched int                  `json:"unmatched_events"`
@@ -240,8 +243,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		first, mid, last := r.Samples[0], r.Samples[n/2], r.Samples[n-1]
 		fmt.Fprintf(&b, "| Redis used_memory first / middle / last / max | %.0f / %.0f / %.0f / %.0f MB |\n", first.RedisMB, mid.RedisMB, last.RedisMB,
 			maxOf(r.Samples, func(s Sample) float64 { return s.RedisMB }))
-		fmt.Fprintf(&b, "| Redis: the run's own keys first / middle / last / max | %.1f / %.1f / %.1f / %.1f MB (%d keys at the end; %.0f bytes a drone) |\n",
-			first.OwnMB, mid.OwnMB, last.OwnMB, maxOf(r.Samples, func(s Sample) float64 { return s.OwnMB }), last.OwnKeys, 1e6*last.OwnMB/float64(max(c.Drones, 1)))
+		flown := maxOf(r.Samples, func(s Sample) float64 { return float64(s.Drones) })
+		fmt.Fprintf(&b, "| Redis: the run's own keys before the traffic; first / middle / last / max sample | %.1f; %.1f / %.1f / %.1f / %.1f MB (%d keys at the end; %.0f bytes a drone above the zones, %.0f drones) |\n",
+			r.OwnBaseMB, first.OwnMB, mid.OwnMB, last.OwnMB, maxOf(r.Samples, func(s Sample) float64 { return s.OwnMB }), last.OwnKeys,
+			1e6*(last.OwnMB-r.OwnBaseMB)/max(flown, 1), flown)
 		fmt.Fprintf(&b, "| alerter RSS first / middle / last / max | %.0f / %.0f / %.0f / %.0f MB |\n", first.AlerterMB, mid.AlerterMB, last.AlerterMB,
 			maxOf(r.Samples, func(s Sample) float64 { return s.AlerterMB }))
 		fmt.Fprintf(&b, "| ingest RSS first / last | %.0f / %.0f MB |\n", first.IngestMB, last.IngestMB)
@@ -290,7 +295,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, " %s |\n", strings.Join(ps, "; "))
 	}
 	for _, p := range r.Profiles {
-		fmt.Fprintf(&b, "\n### Profile: %s at %s drones (`%s`)\n\n```\n%s\n```\n", p.Process, commas(int64(p.Drones)), p.File, strings.TrimSpace(p.Top))
+		fmt.Fprintf(&b, "\n### Profile: %s at %s drones (`%s`)\n\n```\n%s\n```\n", p.Process, commas(int64(p.Drones)), p.File, strings.Trim(p.Top, "\n"))
 	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {

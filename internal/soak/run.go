@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(pages) == len(pageViews) {
 		bg.Go(func() { panLoop(runCtx, pages[2], cfg.PanEvery, log) })
 	}
-	if err := m.begin(ctx); err != nil {
+	if rep.OwnBaseMB, err = m.begin(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.Ceiling {
