@@ -59,7 +59,11 @@ func (fd *Feed) Active(ctx context.Context, since time.Time) ([]Drone, error) {
 		return nil, err
 	}
 	f := Filter{ActiveSince: since}
-	best := map[string]*Drone{}
+	n := 0
+	for _, m := range fd.known {
+		n += len(m)
+	}
+	best := make(map[string]*Drone, n)
 	for _, m := range fd.known {
 		for id, k := range m {
 			if prev, ok := best[id]; !ok || better(&k.d, prev) {
@@ -67,7 +71,7 @@ func (fd *Feed) Active(ctx context.Context, since time.Time) ([]Drone, error) {
 			}
 		}
 	}
-	var out []Drone
+	out := make([]Drone, 0, len(best))
 	for _, d := range best {
 		if f.match(d) || len(d.ActiveAlarms) > 0 && !d.pos.IsZero() {
 			out = append(out, *d)
