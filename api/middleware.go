@@ -144,9 +144,21 @@ func clientAddr(r *http.Request) string {
 // Default body limits (Options.BodyLimit, Options.BodyLimits).
 const (
 	DefaultBodyLimit = 1 << 20
-	// DefaultZoneSetBodyLimit is PUT /v1/zones's: a whole zone set.
-	DefaultZoneSetBodyLimit = 32 << 20
+	// DefaultZoneSetBodyLimit is PUT /v1/zones's: a whole zone set, up to
+	// a national one (issue 29: 100,000 zones are 34 MB as GeoJSON
+	// facility-map cells, 83 MB as ED-269 circles and polygons).
+	DefaultZoneSetBodyLimit = 128 << 20
 )
+
+// tooLarge is a 413's message: the limit in bytes and MiB, and for a zone
+// set the flag that sets it.
+func tooLarge(route string, limit int64) string {
+	msg := fmt.Sprintf("the body is larger than %d bytes (%.4g MiB)", limit, float64(limit)/(1<<20))
+	if route == "PUT /v1/zones" {
+		msg = fmt.Sprintf("the zone set is larger than PUT /v1/zones's limit of %d bytes (%.4g MiB, the alerter's --api-zone-set-max-bytes)", limit, float64(limit)/(1<<20))
+	}
+	return msg
+}
 
 // limitBody caps the request body at the route's limit: a read past it
 // fails with *http.MaxBytesError, which answers 413 (handlers that read
@@ -154,14 +166,15 @@ const (
 // It runs after routing, so the limit is looked up by route pattern.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := s.o.BodyLimit
+		limit, route := s.o.BodyLimit, ""
 		if rc := chi.RouteContext(r.Context()); rc != nil {
-			if n, ok := s.o.BodyLimits[r.Method+" "+rc.RoutePattern()]; ok {
+			route = r.Method + " " + rc.RoutePattern()
+			if n, ok := s.o.BodyLimits[route]; ok {
 				limit = n
 			}
 		}
 		if r.ContentLength > limit {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", limit),
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge(route, limit),
 				map[string]any{"field": "body", "limit": limit})
 			return
 		}

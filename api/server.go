@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -75,6 +76,9 @@ type Options struct {
 	// ZoneValidator checks zone changes as the alerter loads zones
 	// (--strict-zones, --conservative-zones, --allow-empty-zones).
 	ZoneValidator zonestore.Validator
+	// ZoneHistoryMaxBytes bounds the zone history a change trims to
+	// (--zone-history-max-bytes; 0: versionstore.DefaultMaxBytes).
+	ZoneHistoryMaxBytes int64
 
 	// Tokens are the API tokens (--api-tokens); nil: no authentication,
 	// every request is the caller "anonymous" with role admin, which
@@ -99,8 +103,8 @@ type Options struct {
 	RatePerToken int
 	RatePerAddr  int
 	// BodyLimit caps a request body (0: DefaultBodyLimit); BodyLimits
-	// sets it per route, keyed "METHOD /pattern" (nil: PUT /v1/zones gets
-	// DefaultZoneSetBodyLimit).
+	// sets it per route, keyed "METHOD /pattern" (PUT /v1/zones gets
+	// DefaultZoneSetBodyLimit unless it is set: --api-zone-set-max-bytes).
 	BodyLimit  int64
 	BodyLimits map[string]int64
 	// MaxStreams and MaxStreamsPerToken cap the open event and positions
@@ -142,9 +146,9 @@ func New(o Options) (*Server, error) {
 	if o.BodyLimit <= 0 {
 		o.BodyLimit = DefaultBodyLimit
 	}
-	if o.BodyLimits == nil {
-		o.BodyLimits = map[string]int64{"PUT /v1/zones": DefaultZoneSetBodyLimit}
-	}
+	limits := map[string]int64{"PUT /v1/zones": DefaultZoneSetBodyLimit}
+	maps.Copy(limits, o.BodyLimits) // the caller's map is left alone
+	o.BodyLimits = limits
 	doc, err := OpenAPI()
 	if err != nil {
 		return nil, err

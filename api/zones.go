@@ -11,17 +11,20 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
-// Body limits of the zone changes: a whole set, one feature.
+// Body limit of a one-feature change (a whole set's is the route's,
+// Options.BodyLimits), and how often a change retries.
 const (
-	maxZoneSetBody  = 32 << 20
 	maxFeatureBody  = 1 << 20
 	putConflictTrys = 100 // a change without If-Match retries a lost race this often
 )
@@ -31,6 +34,73 @@ type zonesAPI struct {
 	s     *Server
 	store *zonestore.Store
 	v     zonestore.Validator
+
+	mu   sync.Mutex
+	last zoneIDs // the version this instance stored last
+	// validating lets one change validate at a time: a set's validation
+	// holds ~12 times its size in heap (1 GiB for an 83 MB ED-269 set), so
+	// two at once would double the instance's peak for no gain (the
+	// changes are stored one after the other anyway).
+	validating sync.Mutex
+}
+
+// zoneIDs are a version's zone ids and fingerprints, in the set's order:
+// what a change's answer is diffed against. The version this instance
+// stored last is kept, so a change after it does not parse the whole set
+// again (a 100,000-zone set takes seconds to parse).
+type zoneIDs struct {
+	version int64
+	at      time.Time // with the version: a store emptied and seeded again reuses versions
+	ids     []string
+	fp      map[string]string
+}
+
+func idsOf(e zonestore.Entry, set *geofence.ZoneSet) zoneIDs {
+	z := zoneIDs{version: e.Version, at: e.At, ids: make([]string, len(set.Zones)), fp: make(map[string]string, len(set.Zones))}
+	for i, zn := range set.Zones {
+		z.ids[i], z.fp[zn.ID] = zn.ID, zn.Fingerprint
+	}
+	return z
+}
+
+// idsAt returns version e's ids: the kept ones when they are e's, else
+// parsed from e (an empty store is version 0 with no zones); ok is false
+// when e does not load here.
+func (z *zonesAPI) idsAt(e zonestore.Entry) (zoneIDs, bool) {
+	z.mu.Lock()
+	last := z.last
+	z.mu.Unlock()
+	if last.fp != nil && last.version == e.Version && last.at.Equal(e.At) {
+		return last, true
+	}
+	if e.Version == 0 {
+		return zoneIDs{}, true
+	}
+	set, _, err := z.v.Loader.Parse(bytes.NewReader(e.Zones))
+	if err != nil {
+		return zoneIDs{}, false
+	}
+	return idsOf(e, set), true
+}
+
+// diffIDs is geofence.Diff by ids and fingerprints: added and changed in
+// cur's order, removed in old's.
+func diffIDs(old, cur zoneIDs) geofence.Changes {
+	var ch geofence.Changes
+	for _, id := range cur.ids {
+		switch fp, ok := old.fp[id]; {
+		case !ok:
+			ch.Added = append(ch.Added, id)
+		case fp != cur.fp[id]:
+			ch.Changed = append(ch.Changed, id)
+		}
+	}
+	for _, id := range old.ids {
+		if _, ok := cur.fp[id]; !ok {
+			ch.Removed = append(ch.Removed, id)
+		}
+	}
+	return ch
 }
 
 // mountZones adds the /v1/zones routes: reads need a viewer, changes an
@@ -38,7 +108,8 @@ type zonesAPI struct {
 // and written all-or-nothing as the next integer version.
 func (s *Server) mountZones(r chi.Router) {
 	z := &zonesAPI{s: s, v: s.o.ZoneValidator,
-		store: zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, Now: s.o.Now, Replicas: s.o.Replicas})}
+		store: zonestore.New(s.o.Redis, zonestore.Options{Prefix: s.o.Prefix, Retention: s.o.AlarmRetention, MaxBytes: s.o.ZoneHistoryMaxBytes,
+			Now: s.o.Now, Replicas: s.o.Replicas})}
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones", z.list)
 	r.With(s.zoneRole(RoleAdmin)).Put("/v1/zones", z.putSet)
 	r.With(s.zoneRole(RoleViewer)).Get("/v1/zones/history", z.history)
@@ -163,7 +234,12 @@ func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zo
 			zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
 			return
 		}
+		z.validating.Lock()
 		format, norm, set, err := z.v.Normalize(doc)
+		z.validating.Unlock()
+		if pw, ok := w.(*httpserve.PacedWriter); ok {
+			pw.Restart() // the answer's write time starts after the validation, not when the set began to arrive
+		}
 		if err != nil {
 			invalidZones(w, err)
 			return
@@ -189,12 +265,14 @@ func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zo
 		}
 		ans := ZoneChange{Version: e.Version, PreviousVersion: cur.Version, Format: e.Format, Zones: len(set.Zones),
 			Warnings: set.Report.Warnings}
-		if old, _, err := z.v.Index(cur); err == nil || cur.Version == 0 {
-			if nix, err := geofence.NewIndex(set); err == nil {
-				ch := geofence.Diff(old, nix)
-				ans.Added, ans.Removed, ans.Changed = ch.Added, ch.Removed, ch.Changed
-			}
+		now := idsOf(e, set)
+		if old, ok := z.idsAt(cur); ok {
+			ch := diffIDs(old, now)
+			ans.Added, ans.Removed, ans.Changed = ch.Added, ch.Removed, ch.Changed
 		}
+		z.mu.Lock()
+		z.last = now
+		z.mu.Unlock()
 		for _, l := range []*[]string{&ans.Added, &ans.Removed, &ans.Changed} {
 			if *l == nil {
 				*l = []string{}
@@ -203,8 +281,10 @@ func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zo
 		if ans.Warnings == nil {
 			ans.Warnings = []geofence.Problem{}
 		}
+		// Counts, not the ids: a national set's change would be a line of
+		// megabytes (the answer lists them).
 		z.s.log.Info("zones changed", "version", e.Version, "by", e.By, "format", e.Format, "zones", ans.Zones,
-			"added", ans.Added, "removed", ans.Removed, "changed", ans.Changed)
+			"added", len(ans.Added), "removed", len(ans.Removed), "changed", len(ans.Changed))
 		w.Header().Set("ETag", etag(e.Version))
 		zoneJSON(w, http.StatusOK, ans)
 		return
@@ -260,13 +340,17 @@ type apiError struct {
 
 // readBody reads a request body of at most limit bytes; an empty one is
 // refused (a change needs its zones), before If-Match is looked at.
-func readBody(r *http.Request, limit int64) ([]byte, *apiError) {
+func readBody(r *http.Request, route string, limit int64) ([]byte, *apiError) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) { // the route's limit, met before ours (a body without a length)
+		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large", tooLarge(route, mbe.Limit), map[string]any{"field": "body", "limit": mbe.Limit}}
+	}
 	if err != nil {
 		return nil, &apiError{http.StatusBadRequest, "bad_request", "read the body: " + err.Error(), map[string]any{"field": "body"}}
 	}
 	if int64(len(b)) > limit {
-		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", limit), map[string]any{"field": "body", "limit": limit}}
+		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large", tooLarge(route, limit), map[string]any{"field": "body", "limit": limit}}
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, &apiError{http.StatusBadRequest, "bad_request", "body: required (the zones, as JSON)", map[string]any{"field": "body"}}
@@ -290,7 +374,7 @@ func jsonShape(b []byte, kinds, what string) *apiError {
 }
 
 func (z *zonesAPI) putSet(w http.ResponseWriter, r *http.Request) {
-	b, aerr := readBody(r, maxZoneSetBody)
+	b, aerr := readBody(r, "PUT /v1/zones", z.s.o.BodyLimits["PUT /v1/zones"])
 	if aerr == nil {
 		aerr = jsonShape(b, "{[", "a zone set: a JSON object (GeoJSON, ED-318 or ED-269) or array (ED-269)")
 	}
@@ -314,7 +398,7 @@ func idKey(format string) (outer, key string) {
 
 func (z *zonesAPI) putFeature(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	b, aerr := readBody(r, maxFeatureBody)
+	b, aerr := readBody(r, "PUT /v1/zones/{id}", maxFeatureBody)
 	if aerr == nil {
 		aerr = jsonShape(b, "{", "one zone feature (a JSON object, a GeoJSON Feature for a GeoJSON or ED-318 set)")
 	}

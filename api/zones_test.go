@@ -326,3 +326,63 @@ func TestZoneSetBodyAsDescribed(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneSetBodyLimit (issue 29): PUT /v1/zones takes bodies up to its
+// own limit (--api-zone-set-max-bytes, default 128 MiB, so a national set
+// gets through); past it the 413 names the limit in bytes and MiB and the
+// flag, whether the client announced its length or not.
+func TestZoneSetBodyLimit(t *testing.T) {
+	o := Options{Redis: testenv.RedisClient(t), Prefix: testenv.RedisPrefix(t, "zonelimit"), Topic: "telemetry.positions", Partitions: 2,
+		BodyLimits: map[string]int64{"PUT /v1/zones": 64 << 10}}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := New(Options{Redis: o.Redis, Topic: "t", Partitions: 1}); d.o.BodyLimits["PUT /v1/zones"] != 128<<20 {
+		t.Errorf("default zone set limit %d, want 128 MiB", d.o.BodyLimits["PUT /v1/zones"])
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	fs := make([]string, 0, 600)
+	for i := range cap(fs) {
+		fs = append(fs, feature(fmt.Sprintf("Z%04d", i), 7+float64(i)/1000))
+	}
+	over := collection(fs...) // ~100 KB
+	under := collection(fs[:100]...)
+	tests := []struct {
+		name    string
+		body    string
+		chunked bool // no Content-Length: the limit holds on reading
+		status  int
+	}{
+		{"under the limit", under, false, 200},
+		{"over, length announced", over, false, 413},
+		{"over, chunked", over, true, 413},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(tc.body)
+			if tc.chunked {
+				body = io.MultiReader(body) // hides the length from net/http
+			}
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v1/zones", body)
+			req.Header.Set("Content-Type", "application/geo+json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.status {
+				t.Fatalf("%d, want %d: %.300s", res.StatusCode, tc.status, b)
+			}
+			if tc.status == 413 {
+				for _, want := range []string{"65536 bytes", "0.0625 MiB", "--api-zone-set-max-bytes", `"limit":65536`, `"code":"too_large"`} {
+					if !strings.Contains(string(b), want) {
+						t.Errorf("413 %s does not say %q", b, want)
+					}
+				}
+			}
+		})
+	}
+}

@@ -16,8 +16,9 @@ import (
 // them.
 func TestKeysDocumented(t *testing.T) {
 	k := KeysOf("nofly")
-	keys := []string{k.Version(), k.Current(), k.History(), k.Times()}
-	want := []string{"{nofly:zones}:version", "{nofly:zones}:current", "{nofly:zones}:history", "{nofly:zones}:times"}
+	keys := []string{k.Version(), k.Current(), k.History(), k.Times(), k.Entry(7), k.Staging("0123abcd")}
+	want := []string{"{nofly:zones}:version", "{nofly:zones}:current", "{nofly:zones}:history", "{nofly:zones}:times",
+		"{nofly:zones}:entry:7", "{nofly:zones}:staging:0123abcd"}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("keys %v, want %v", keys, want)
 	}
@@ -31,7 +32,9 @@ func TestKeysDocumented(t *testing.T) {
 	}
 	var generic []string
 	for _, key := range keys {
-		generic = append(generic, strings.Replace(key, k.Tag(), "<ztag>", 1))
+		key = strings.Replace(key, k.Tag(), "<ztag>", 1)
+		key = strings.Replace(strings.Replace(key, ":entry:7", ":entry:<version>", 1), ":staging:0123abcd", ":staging:<id>", 1)
+		generic = append(generic, key)
 	}
 	slices.Sort(rows)
 	slices.Sort(generic)

@@ -60,12 +60,22 @@ type Options struct {
 	// MinKeep versions are kept whatever their age (default 32), MaxKeep
 	// at most whatever their age (default 1024).
 	MinKeep, MaxKeep int
-	Now              func() time.Time
+	// MaxBytes bounds the history's bytes (default
+	// versionstore.DefaultMaxBytes, --zone-history-max-bytes): past it
+	// the oldest versions go whatever their age and MinKeep, never the
+	// current one.
+	MaxBytes int64
+	Now      func() time.Time
 	// Replicas, when on, makes a Put succeed only once the primary has
 	// that many replicas holding it (--redis-min-replicas): a zone change
 	// a failover could take back is not reported as made.
 	Replicas redisreplica.Wait
 }
+
+// stageAbove: a version larger than this is written in pieces and stored
+// once, under its own key (versionstore's Options.StageAbove): a national
+// set in one command held Redis for 0.8 s.
+const stageAbove = 1 << 20
 
 // Store is the zone store. It is safe for concurrent use.
 type Store struct {
@@ -79,7 +89,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 		o.Now = time.Now
 	}
 	return &Store{now: o.Now, vs: versionstore.New(rdb, KeysOf(o.Prefix), versionstore.Options{Name: "zonestore",
-		Retention: o.Retention, MinKeep: o.MinKeep, MaxKeep: o.MaxKeep, Replicas: o.Replicas})}
+		Retention: o.Retention, MinKeep: o.MinKeep, MaxKeep: o.MaxKeep, MaxBytes: o.MaxBytes, StageAbove: stageAbove, Replicas: o.Replicas})}
 }
 
 // Keys returns the store's keys.

@@ -1,6 +1,7 @@
 package zonestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,6 +168,107 @@ func TestHistoryTrim(t *testing.T) {
 	e, ok, err := s.HistoryEntry(ctx, 8)
 	if d, derr := decodeEntry([]byte(e)); !ok || err != nil || derr != nil || d.Version != 8 {
 		t.Errorf("HistoryEntry(8): %q found %v, %v %v", e, ok, err, derr)
+	}
+}
+
+// TestHistoryByteBound: past MaxBytes of kept entries the oldest versions
+// go, whatever MinKeep and the retention keep, but never the one just
+// made, even when it alone is larger than the bound (issue 29: versions of
+// a national set are tens of MB each).
+func TestHistoryByteBound(t *testing.T) {
+	ids := func(n int, tag string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s-%04d", tag, i)
+		}
+		return out
+	}
+	small, big := set(ids(1, "s")...), set(ids(40, "b")...) // ~0.2 and ~7 KB entries
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	entry := func(z json.RawMessage) int64 { // as stored: versions 1-9 are one digit
+		b, _ := json.Marshal(Entry{Version: 1, At: now, By: "t", Format: "geojson", Zones: z})
+		return int64(len(b))
+	}
+	cases := []struct {
+		name     string
+		maxBytes int64
+		puts     []json.RawMessage
+		want     string // the versions kept
+	}{
+		{"under the bound: MinKeep and retention rule", 1 << 20, []json.RawMessage{big, big, big, big}, "[1 2 3 4]"},
+		{"bytes trim below MinKeep", 3 * entry(big), []json.RawMessage{big, big, big, big, big}, "[3 4 5]"},
+		{"oldest first, big or small", 2*entry(big) + 2*entry(small) + entry(small)/2, []json.RawMessage{big, small, big, small, big, small}, "[3 4 5 6]"},
+		{"exactly at the bound", 2 * entry(big), []json.RawMessage{big, big, big}, "[2 3]"},
+		{"a version larger than the bound is kept alone", entry(small), []json.RawMessage{small, big}, "[2]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, Options{Retention: time.Hour, MinKeep: 32, MaxBytes: tc.maxBytes, Now: func() time.Time { return now }})
+			ctx := context.Background()
+			for i, z := range tc.puts {
+				if _, err := s.Put(ctx, int64(i), "geojson", z, "t"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vs, err := s.HistoryVersions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(vs); got != tc.want {
+				t.Errorf("kept %s, want %s (bound %d bytes)", got, tc.want, tc.maxBytes)
+			}
+			cur, err := s.Current(ctx)
+			if err != nil || cur.Version != int64(len(tc.puts)) {
+				t.Errorf("current: version %d, %v; want %d", cur.Version, err, len(tc.puts))
+			}
+		})
+	}
+}
+
+// TestLargeVersionsStaged: a version over 1 MiB is written in pieces and
+// stored once under its own key, current and the history referring to it;
+// it reads back whole through Current, History and HistoryEntry; trimming
+// deletes its key; a lost race leaves no staging key behind.
+func TestLargeVersionsStaged(t *testing.T) {
+	ids := make([]string, 12000) // ~2.2 MB: three pieces
+	for i := range ids {
+		ids[i] = fmt.Sprintf("big-%05d", i)
+	}
+	big := set(ids...)
+	s := newStore(t, Options{Retention: time.Hour, MinKeep: 1, MaxKeep: 2})
+	rc := testenv.RedisClient(t)
+	ctx := context.Background()
+	k := s.Keys()
+	for v := range int64(3) {
+		if _, err := s.Put(ctx, v, "geojson", big, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur, err := rc.Get(ctx, k.Current()).Result(); err != nil || cur != "@"+k.Tag()+":entry:3" {
+		t.Errorf("current holds %.60q (%v), want a reference to %s:entry:3", cur, err, k.Tag())
+	}
+	cur, err := s.Current(ctx)
+	if err != nil || cur.Version != 3 || !bytes.Equal(cur.Zones, big) {
+		t.Fatalf("Current: version %d, %d bytes of zones, %v; want 3 and the set as stored", cur.Version, len(cur.Zones), err)
+	}
+	h, err := s.History(ctx)
+	if err != nil || len(h) != 2 || h[0].Version != 2 || !bytes.Equal(h[1].Zones, big) {
+		t.Fatalf("History: %d versions, %v; want 2 and 3 whole", len(h), err)
+	}
+	if e, ok, err := s.HistoryEntry(ctx, 2); !ok || err != nil || !strings.Contains(e, `"version":2`) {
+		t.Errorf("HistoryEntry(2): %.60q %v %v", e, ok, err)
+	}
+	for v, want := range map[int64]int64{1: 0, 2: 1, 3: 1} {
+		if n, err := rc.Exists(ctx, k.Entry(v)).Result(); err != nil || n != want {
+			t.Errorf("%s exists: %d (%v), want %d (version 1 trimmed by MaxKeep)", k.Entry(v), n, err, want)
+		}
+	}
+	var ce *ConflictError
+	if _, err := s.Put(ctx, 1, "geojson", big, "t"); !errors.As(err, &ce) {
+		t.Fatalf("a stale Put: %v, want a ConflictError", err)
+	}
+	if left, err := rc.Keys(ctx, k.Staging("*")).Result(); err != nil || len(left) != 0 {
+		t.Errorf("staging keys left: %v %v", left, err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/redisconn"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
+	"github.com/nofly-dev/nofly/internal/versionstore"
 )
 
 // Config is the alerter's configuration. Flags fill it, each with an
@@ -109,6 +110,12 @@ type Config struct {
 	APIRatePerToken int
 	APIRatePerAddr  int
 	AlarmRetention  time.Duration
+	// ZoneHistoryMaxBytes bounds the zone history in Redis (the versions
+	// kept for replay), whatever AlarmRetention keeps; APIZoneSetMaxBytes
+	// is PUT /v1/zones's body limit (issue 29: a national set of 100,000
+	// zones is 34 MB as GeoJSON, 83 MB as ED-269).
+	ZoneHistoryMaxBytes int64
+	APIZoneSetMaxBytes  int64
 	// The caps of issue 26 (api/limits.go): open streams in total and per
 	// token, and zone set and drone list requests running at once.
 	APIMaxStreams         int
@@ -195,6 +202,8 @@ func DefaultConfig() Config {
 		APIRatePerToken:        api.DefaultRatePerToken,
 		APIRatePerAddr:         api.DefaultRatePerAddr,
 		AlarmRetention:         dedup.DefaultAlarmRetention,
+		ZoneHistoryMaxBytes:    versionstore.DefaultMaxBytes,
+		APIZoneSetMaxBytes:     api.DefaultZoneSetBodyLimit,
 		APIMaxStreams:          api.DefaultMaxStreams,
 		APIMaxStreamsPerToken:  api.DefaultMaxStreamsPerToken,
 		APIMaxBulkRequests:     api.DefaultMaxBulkRequests,
@@ -309,6 +318,10 @@ func (c Config) Validate() error {
 		return badField("APIRatePerAddr", "must not be negative (0: unlimited)")
 	case c.AlarmRetention < time.Minute:
 		return badField("AlarmRetention", "must be at least 1m")
+	case c.ZoneHistoryMaxBytes < 1<<20:
+		return badField("ZoneHistoryMaxBytes", "must be at least 1048576 (1 MiB)")
+	case c.APIZoneSetMaxBytes < 1<<20 || c.APIZoneSetMaxBytes > 1<<30:
+		return badField("APIZoneSetMaxBytes", "must be from 1048576 (1 MiB) to 1073741824 (1 GiB)")
 	case c.APIMaxStreams < 1:
 		return badField("APIMaxStreams", "must be at least 1")
 	case c.APIMaxStreamsPerToken < 1 || c.APIMaxStreamsPerToken > c.APIMaxStreams:
@@ -426,6 +439,8 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
 	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},
+	{Name: "ZoneHistoryMaxBytes", Flag: "zone-history-max-bytes", Env: "NOFLY_ZONE_HISTORY_MAX_BYTES", Usage: "bytes of zone set versions kept in Redis for replay at most: past it the oldest versions go, whatever --alarm-retention and the last-32 rule keep (never the current one)"},
+	{Name: "APIZoneSetMaxBytes", Flag: "api-zone-set-max-bytes", Env: "NOFLY_API_ZONE_SET_MAX_BYTES", Usage: "largest PUT /v1/zones body (413 beyond); a set takes about 12 times its size in heap while it is validated, one at a time per instance"},
 	{Name: "APIMaxStreams", Flag: "api-max-streams", Env: "NOFLY_API_MAX_STREAMS", Usage: "open event and positions streams of this instance at most (503 with Retry-After beyond)"},
 	{Name: "APIMaxStreamsPerToken", Flag: "api-max-streams-per-token", Env: "NOFLY_API_MAX_STREAMS_PER_TOKEN", Usage: "open event and positions streams of one token at most (429 with Retry-After beyond)"},
 	{Name: "APIMaxBulkRequests", Flag: "api-max-bulk-requests", Env: "NOFLY_API_MAX_BULK_REQUESTS", Usage: "zone set, zone history, drone list, authorisation change and authorisation history requests served at once; more wait up to 10s, then 503"},

@@ -73,6 +73,13 @@ func TestParseConfig(t *testing.T) {
 		{"alertmanager severity bad", []string{"--zones", "z", "--alertmanager-severity", "restricted"}, nil, nil, "AlertmanagerSeverity"},
 		{"alertmanager refresh at resolve_timeout", []string{"--zones", "z", "--alertmanager-refresh", "5m"}, nil, nil, "AlertmanagerRefresh"},
 		{"alertmanager silence too short", []string{"--zones", "z", "--alertmanager-silence-max", "30s"}, nil, nil, "AlertmanagerSilenceMax"},
+		{"zone limits by default", []string{"--zones", "z"}, nil, func(c Config) bool {
+			return c.ZoneHistoryMaxBytes == 512<<20 && c.APIZoneSetMaxBytes == 128<<20
+		}, ""},
+		{"zone limits set", []string{"--zones", "z", "--zone-history-max-bytes", "2097152"}, map[string]string{"NOFLY_API_ZONE_SET_MAX_BYTES": "67108864"},
+			func(c Config) bool { return c.ZoneHistoryMaxBytes == 2<<20 && c.APIZoneSetMaxBytes == 64<<20 }, ""},
+		{"zone history under 1 MiB", []string{"--zones", "z", "--zone-history-max-bytes", "1000"}, nil, nil, "ZoneHistoryMaxBytes (--zone-history-max-bytes"},
+		{"zone set body over 1 GiB", []string{"--zones", "z", "--api-zone-set-max-bytes", "2147483648"}, nil, nil, "APIZoneSetMaxBytes (--api-zone-set-max-bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +155,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 		HTTPAddr: "127.0.0.1:9", LogLevel: "debug",
 		APITokens: "tokens.txt", APICORSOrigins: []string{"https://a.example", "https://b.example"},
 		PublicURLs: []string{"https://nofly.example", "http://alerter:9102"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"},
-		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour,
+		APIRatePerToken: 7, APIRatePerAddr: 9, AlarmRetention: 3 * time.Hour, ZoneHistoryMaxBytes: 2 << 20, APIZoneSetMaxBytes: 3 << 20,
 		SignalLostAfter: 45 * time.Second, DroneTTL: 2 * time.Hour, ApproachBefore: "restricted=10s,*=0s", ApproachBufferM: 70,
 		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 2 * time.Second, HTTPWriteTimeout: 3 * time.Second,
 			HTTPIdleTimeout: 4 * time.Second, HTTPMaxHeaderBytes: 5000, HTTPMinBodyRate: 6000, HTTPMaxConns: 7},

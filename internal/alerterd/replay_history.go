@@ -57,7 +57,7 @@ func historySwitches(ctx context.Context, path string, partition int, v zonestor
 		if !ok {
 			e, found := byVersion[s.Version]
 			if !found {
-				return nil, fmt.Errorf("%w: zone history %s: partition %d switched to zone version %d after offset %d, which the history no longer holds (kept: the alarm retention, at least the last 32)",
+				return nil, fmt.Errorf("%w: zone history %s: partition %d switched to zone version %d after offset %d, which the history no longer holds (kept: the alarm retention, at least the last 32, at most --zone-history-max-bytes of them); replay this range with --zones and the file of version %[4]d",
 					ErrInput, path, partition, s.Version, s.AfterOffset)
 			}
 			var rep geofence.LoadReport

@@ -29,9 +29,11 @@ func (c Config) zoneValidator() zonestore.Validator {
 }
 
 // zoneStore is the alerter's zone store under its Redis prefix; history is
-// kept for the alarm retention (at least the last 32 versions).
+// kept for the alarm retention (at least the last 32 versions), at most
+// --zone-history-max-bytes of it.
 func (c Config) zoneStore(rc redis.UniversalClient) *zonestore.Store {
-	return zonestore.New(rc, zonestore.Options{Prefix: c.RedisPrefix, Retention: c.zoneRetention(), Replicas: c.replicas()})
+	return zonestore.New(rc, zonestore.Options{Prefix: c.RedisPrefix, Retention: c.zoneRetention(), MaxBytes: c.ZoneHistoryMaxBytes,
+		Replicas: c.replicas()})
 }
 
 // zoneRetention is how long zone versions are kept: the alarm retention,
@@ -48,9 +50,14 @@ type zoneSync struct {
 	log   *slog.Logger
 	host  string
 
-	mu      sync.Mutex // one apply at a time
-	inUse   int64      // the version in use, 0 before the first
-	refused int64      // the last version that did not load here, not retried
+	// applyMu makes applies one at a time (two builds of a national set
+	// at once would hold both in memory); mu guards inUse and refused and
+	// is never held across a build, so the version gauge and the poll
+	// never wait seconds for one.
+	applyMu sync.Mutex
+	mu      sync.Mutex
+	inUse   int64 // the version in use, 0 before the first
+	refused int64 // the last version that did not load here, not retried
 }
 
 // startZoneSync seeds the store from the zone file when it holds no set
@@ -165,25 +172,40 @@ func (zs *zoneSync) poll(ctx context.Context) error {
 
 // apply swaps in a stored version, unless it is the one in use or older
 // (a SIGHUP's version applied after a poll applied a later one), or back.
+// The index is built here, in the zone sync's goroutine, while every
+// partition goes on applying records with the index in use; the swap is
+// one atomic pointer store, which each batch picks up at its start (a
+// 100,000-zone set takes seconds to build and no batch waits for it:
+// BENCHMARKS.md, "National zone sets").
 func (zs *zoneSync) apply(e zonestore.Entry, back bool) error {
+	zs.applyMu.Lock()
+	defer zs.applyMu.Unlock()
 	zs.mu.Lock()
-	defer zs.mu.Unlock()
-	if e.Version == zs.inUse || (e.Version < zs.inUse && !back) {
+	skip := e.Version == zs.inUse || (e.Version < zs.inUse && !back)
+	zs.mu.Unlock()
+	if skip {
 		return nil
 	}
+	began := time.Now()
 	ix, rep, err := zs.v.Index(e)
 	if err != nil {
+		zs.mu.Lock()
 		zs.refused = e.Version
+		zs.mu.Unlock()
 		zs.m.reloads.WithLabelValues("error").Inc()
 		return err
 	}
+	built := time.Since(began)
 	logZoneReport(zs.log, "zone store version loaded", rep, ix.Version())
 	old := zs.zones.Store(ix)
+	zs.mu.Lock()
 	zs.inUse = e.Version
+	zs.mu.Unlock()
 	ch := geofence.Diff(old, ix)
 	zs.m.reloads.WithLabelValues("ok").Inc()
 	zs.log.Info("zones switched", "zone_version", e.Version, "by", e.By, "at", e.At, "version", ix.Version(),
-		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
+		"zones", len(ix.Zones()), "built_in", built.Round(time.Millisecond),
+		"added", len(ch.Added), "removed", len(ch.Removed), "changed", len(ch.Changed))
 	return nil
 }
 

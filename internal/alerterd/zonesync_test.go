@@ -51,7 +51,11 @@ func (zm *zoneMember) partitions() []int {
 	return ps
 }
 
-func (p *pipeline) startZoneMember(name string) *zoneMember {
+func (p *pipeline) startZoneMember(name string) *zoneMember { return p.startZoneMemberWith(name, nil) }
+
+// startZoneMemberWith is startZoneMember with a hook called before each
+// batch's commit, after the member has recorded it.
+func (p *pipeline) startZoneMemberWith(name string, hook func(consume.CommitPoint)) *zoneMember {
 	t := p.t
 	cfg := p.config()
 	log := testLog(t).With("member", name)
@@ -69,6 +73,9 @@ func (p *pipeline) startZoneMember(name string) *zoneMember {
 		zm.mu.Lock()
 		zm.owned[cp.Partition] = true
 		zm.mu.Unlock()
+		if hook != nil {
+			hook(cp)
+		}
 	}
 	g, err := consume.New(o)
 	if err != nil {
