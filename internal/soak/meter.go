@@ -32,12 +32,14 @@ type meter struct {
 	mu     sync.Mutex
 	lagMax int64 // since the last sample
 	lagNow int64
+	done   int64   // the group's committed offsets, summed
 	ageMax float64 // ingest's gauge, since the last sample
 
 	prevAt       time.Time
 	prevCPU      map[string]time.Duration
 	prevAccepted int64
 	prevRefused  int64
+	prevDone     int64
 	samples      []Sample
 	latencies    []time.Duration
 	unmatched    int
@@ -65,6 +67,7 @@ func (m *meter) lagLoop(ctx context.Context) {
 			continue
 		}
 		m.mu.Lock()
+		m.done = done
 		m.lagNow = end - done
 		m.lagMax = max(m.lagMax, end-done)
 		m.mu.Unlock()
@@ -110,6 +113,9 @@ func (m *meter) begin(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	m.prevAt, m.prevCPU = time.Now(), m.cpu()
+	m.mu.Lock()
+	m.prevDone = m.done
+	m.mu.Unlock()
 	return own, ctx.Err()
 }
 
@@ -119,11 +125,11 @@ func (m *meter) take(ctx context.Context, drones int) Sample {
 	cpu := m.cpu()
 	acc, ref := m.tr.accepted.Load(), m.tr.refused.Load()
 	m.mu.Lock()
-	lagMax, ageMax := m.lagMax, m.ageMax
+	lagMax, ageMax, done := m.lagMax, m.ageMax, m.done
 	m.lagMax, m.ageMax = m.lagNow, -1
 	m.mu.Unlock()
 	s := Sample{T: now.Sub(m.start).Seconds(), Seconds: now.Sub(m.prevAt).Seconds(), Drones: drones,
-		Positions: acc - m.prevAccepted, Refused: ref - m.prevRefused, LagMax: lagMax,
+		Positions: acc - m.prevAccepted, Refused: ref - m.prevRefused, Processed: done - m.prevDone, LagMax: lagMax,
 		LagMaxS: lagSeconds(lagMax, float64(drones)*m.cfg.Hz), AgeMaxS: ageMax, CPU: map[string]float64{}}
 	for _, n := range procNames {
 		if cpu[n] < 0 || m.prevCPU[n] < 0 {
@@ -157,14 +163,14 @@ func (m *meter) take(ctx context.Context, drones int) Sample {
 		}
 		s.Pages = append(s.Pages, ps)
 	}
-	m.prevAt, m.prevCPU, m.prevAccepted, m.prevRefused = now, cpu, acc, ref
+	m.prevAt, m.prevCPU, m.prevAccepted, m.prevRefused, m.prevDone = now, cpu, acc, ref, done
 	m.samples = append(m.samples, s)
 	var pg []string
 	for _, p := range s.Pages {
 		pg = append(pg, fmt.Sprintf("%s:%.0fms/%.0fMB", p.Name, p.P95ms, p.HeapMB))
 	}
 	m.log.Info("sample", "t", time.Duration(s.T*float64(time.Second)).Round(time.Second), "drones", drones,
-		"pos_per_s", int(s.PerSecond()), "lag_max", lagMax, "lag_max_s", fmt.Sprintf("%.2f", s.LagMaxS),
+		"pos_per_s", int(s.PerSecond()), "processed_per_s", int(float64(s.Processed)/s.Seconds), "lag_max", lagMax, "lag_max_s", fmt.Sprintf("%.2f", s.LagMaxS),
 		"ingest_lag_s", s.AgeMaxS, "events", s.Events, "p99", s.P99.Round(time.Millisecond), "redis_mb", int(s.RedisMB), "own_mb", fmt.Sprintf("%.1f", s.OwnMB), "alerter_rss_mb", int(s.AlerterMB),
 		"pipeline_cpu_ms_per_1k", fmt.Sprintf("%.1f", 1000*per1k(pipelineOf(s.CPU), s.Positions)), "pages", strings.Join(pg, " "), "load", loadavg())
 	return s

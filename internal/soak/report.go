@@ -24,6 +24,9 @@ type Sample struct {
 	// Positions accepted (202) in the window, and refused.
 	Positions int64 `json:"positions"`
 	Refused   int64 `json:"refused"`
+	// Processed is the records the alerter committed in the window (ticks
+	// included: one a partition a second).
+	Processed int64 `json:"processed"`
 	// LagMax is the largest of the 1 s lag readings in the window, in
 	// records and in seconds of the offered rate.
 	LagMax  int64   `json:"lag_max_records"`
@@ -111,6 +114,7 @@ type Report struct {
 // over the samples that measured it.
 type Totals struct {
 	Positions, Refused int64
+	Processed          int64
 	Seconds            float64
 	CPU                map[string]float64
 	LagMax             int64
@@ -123,6 +127,7 @@ func totals(samples []Sample) Totals {
 	for _, s := range samples {
 		t.Positions += s.Positions
 		t.Refused += s.Refused
+		t.Processed += s.Processed
 		t.Seconds += s.Seconds
 		if s.LagMax > t.LagMax {
 			t.LagMax = s.LagMax
@@ -233,6 +238,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("### Summary\n\n| figure | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| positions accepted (202) | %s in %.0f s (%s/s); refused %s |\n", commas(t.Positions), t.Seconds,
 		commas(int64(float64(t.Positions)/max(t.Seconds, 1))), commas(t.Refused))
+	fmt.Fprintf(&b, "| processed by the alerter (committed offsets, ticks included) | %s (%s/s) |\n", commas(t.Processed),
+		commas(int64(float64(t.Processed)/max(t.Seconds, 1))))
 	fmt.Fprintf(&b, "| consumer lag max | %s records, %.2f s of traffic; ingest's gauge (oldest record not committed) %.1f s (target < %v) |\n",
 		commas(t.LagMax), t.LagMaxS, t.AgeMaxS, c.LagTarget)
 	l := r.Latency
@@ -264,18 +271,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\n")
 
 	b.WriteString("### Per sample\n\nCPU in ms per 1,000 positions of the window; pages: frame time p95 (ms) / JS heap (MB).\n\n")
-	b.WriteString("| t (s) | drones | pos/s | lag max (rec / s / ingest's s) | events | p50 / p99 (ms) | Redis MB (own) | alerter RSS MB |")
+	b.WriteString("| t (s) | drones | pos/s | processed/s | lag max (rec / s / ingest's s) | events | p50 / p99 (ms) | Redis MB (own) | alerter RSS MB |")
 	for _, n := range procNames {
 		b.WriteString(" " + n + " |")
 	}
-	b.WriteString(" pages |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	b.WriteString(" pages |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for range procNames {
 		b.WriteString(" ---: |")
 	}
 	b.WriteString(" --- |\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %.0f | %s | %s | %s / %.2f / %.1f | %d | %s / %s | %.0f (%.1f) | %.0f |", s.T, commas(int64(s.Drones)), commas(int64(s.PerSecond())),
-			commas(s.LagMax), s.LagMaxS, s.AgeMaxS, s.Events, ms(s.P50), ms(s.P99), s.RedisMB, s.OwnMB, s.AlerterMB)
+		fmt.Fprintf(&b, "| %.0f | %s | %s | %s | %s / %.2f / %.1f | %d | %s / %s | %.0f (%.1f) | %.0f |", s.T, commas(int64(s.Drones)), commas(int64(s.PerSecond())),
+			commas(int64(float64(s.Processed)/max(s.Seconds, 1e-9))), commas(s.LagMax), s.LagMaxS, s.AgeMaxS, s.Events, ms(s.P50), ms(s.P99), s.RedisMB, s.OwnMB, s.AlerterMB)
 		for _, n := range procNames {
 			c, ok := s.CPU[n]
 			if !ok {

@@ -137,7 +137,7 @@ func TestReport(t *testing.T) {
 	cfg := Defaults()
 	cfg.Command = "go run ./cmd/soak --drones 10"
 	r := &Report{Config: cfg, RunID: "soak-x", OwnBaseMB: 10, ZoneSet: ZoneLoad{Format: "faa-grid", Zones: 100000, Bytes: 35e6, PutS: 12, SwitchS: 30, Version: 2},
-		Samples: []Sample{{T: 10, Seconds: 10, Drones: 50000, Positions: 500000, LagMax: 40000, LagMaxS: 0.8, AgeMaxS: 1.2, Events: 3, P50: 40 * time.Millisecond,
+		Samples: []Sample{{T: 10, Seconds: 10, Drones: 50000, Positions: 500000, Processed: 400000, LagMax: 40000, LagMaxS: 0.8, AgeMaxS: 1.2, Events: 3, P50: 40 * time.Millisecond,
 			P99: 300 * time.Millisecond, RedisMB: 900, OwnMB: 60, OwnKeys: 120, AlerterMB: 400,
 			CPU:   map[string]float64{"ingest": 1, "alerter": 2, "kafka": 3, "redis": 4, "chromium": 5, "soak": 0.5},
 			Pages: []PageSample{{Name: "airport", Frames: 600, P95ms: 18, HeapMB: 20}}}},
@@ -154,7 +154,7 @@ func TestReport(t *testing.T) {
 		"Ceiling (lag < 2s): **5,000 drones**",
 		"| CPU s / 1,000 positions: alerter | 0.0040 (0.20 cores) |",
 		"| CPU s / 1,000 positions: pipeline (ingest, alerter, kafka, redis) | **0.0200** (1.00 cores) |",
-		"| 10 | 50,000 | 50,000 | 40,000 / 0.80 / 1.2 | 3 | 40 / 300 | 900 (60.0) | 400 | 2.0 | 4.0 | 6.0 | 8.0 | 10.0 | 1.0 | airport 18 / 20.0 |",
+		"| 10 | 50,000 | 50,000 | 40,000 | 40,000 / 0.80 / 1.2 | 3 | 40 / 300 | 900 (60.0) | 400 | 2.0 | 4.0 | 6.0 | 8.0 | 10.0 | 1.0 | airport 18 / 20.0 |",
 		"1000 bytes a drone above the zones, 50000 drones",
 		"ingest's gauge (oldest record not committed) 1.2 s",
 		"runtime.mallocgc",
