@@ -19,6 +19,7 @@ import (
 	"github.com/nofly-dev/nofly/alerts/dronestore"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/gchold"
 )
 
 // The map views the dashboard draws from (package dashboard): the caller's
@@ -286,7 +287,9 @@ func (m *mapAPI) currentSet(ctx context.Context) (*geofence.ZoneSet, int64, erro
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the zone set: %w", err)
 	}
-	set, _, err := m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones))
+	var set *geofence.ZoneSet
+	// The collector held off while a national set parses (gchold).
+	gchold.Do(gchold.Budget(len(e.Zones)), func() { set, _, err = m.s.o.ZoneValidator.Loader.Parse(bytes.NewReader(e.Zones)) })
 	if err != nil {
 		// Stored versions were validated on the way in; one that no longer
 		// parses here is this instance's problem to report, not to hide.

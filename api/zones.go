@@ -18,6 +18,7 @@ import (
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/gchold"
 	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
@@ -76,7 +77,9 @@ func (z *zonesAPI) idsAt(e zonestore.Entry) (zoneIDs, bool) {
 	if e.Version == 0 {
 		return zoneIDs{}, true
 	}
-	set, _, err := z.v.Loader.Parse(bytes.NewReader(e.Zones))
+	var set *geofence.ZoneSet
+	var err error
+	gchold.Do(gchold.Budget(len(e.Zones)), func() { set, _, err = z.v.Loader.Parse(bytes.NewReader(e.Zones)) })
 	if err != nil {
 		return zoneIDs{}, false
 	}
@@ -235,7 +238,12 @@ func (z *zonesAPI) change(w http.ResponseWriter, r *http.Request, edit func(e zo
 			return
 		}
 		z.validating.Lock()
-		format, norm, set, err := z.v.Normalize(doc)
+		var format geofence.Format
+		var norm json.RawMessage
+		var set *geofence.ZoneSet
+		// The collector held off while the set parses (gchold): its assists
+		// would otherwise stall the partitions' batches of this process.
+		gchold.Do(gchold.Budget(len(doc)), func() { format, norm, set, err = z.v.Normalize(doc) })
 		z.validating.Unlock()
 		if pw, ok := w.(*httpserve.PacedWriter); ok {
 			pw.Restart() // the answer's write time starts after the validation, not when the set began to arrive

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
+	"github.com/nofly-dev/nofly/internal/gchold"
 )
 
 // zonePoll is how often an alerter reads the zone store's version: a
@@ -187,7 +188,12 @@ func (zs *zoneSync) apply(e zonestore.Entry, back bool) error {
 		return nil
 	}
 	began := time.Now()
-	ix, rep, err := zs.v.Index(e)
+	// The collector held off while the set parses and builds: its assists
+	// would otherwise stall every partition's batches (gchold).
+	var ix *geofence.Index
+	var rep geofence.LoadReport
+	var err error
+	gchold.Do(gchold.Budget(len(e.Zones)), func() { ix, rep, err = zs.v.Index(e) })
 	if err != nil {
 		zs.mu.Lock()
 		zs.refused = e.Version
