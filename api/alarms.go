@@ -42,7 +42,7 @@ const (
 // mountAlarms adds the /v1/alarms routes.
 func (s *Server) mountAlarms(r chi.Router) {
 	st, err := alarmstore.New(alarmstore.Options{Redis: s.o.Redis, Prefix: s.o.Prefix, Topic: s.o.Topic,
-		Partitions: s.o.Partitions, Now: s.o.Now, Replicas: s.o.Replicas})
+		Partitions: s.o.Partitions, Now: s.o.Now, Replicas: s.o.Replicas, Log: s.log})
 	if err != nil {
 		// New checked the same Options: unreachable.
 		panic(err)

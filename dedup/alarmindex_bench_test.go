@@ -15,9 +15,10 @@ import (
 
 // BenchmarkAlarmIndexMemory fills the alarm index of one partition with
 // 10,000 alarms through the batch script (events shaped like the
-// alerter's, 100 per batch), then clears them all, and reports the index's
-// bytes per alarm (MEMORY USAGE of its keys, SAMPLES 0: every field
-// counted) active and cleared. The outbox and event buckets are not
+// alerter's, 100 per batch, each of another drone), then clears them all,
+// and reports the index's bytes per alarm (MEMORY USAGE of its keys, the
+// secondary sets included, SAMPLES 0: every field counted) active and
+// cleared. The outbox and event buckets are not
 // counted: they are bounded by their own retention. One op = one fill.
 func BenchmarkAlarmIndexMemory(b *testing.B) {
 	const n, per = 10000, 100
@@ -27,7 +28,17 @@ func BenchmarkAlarmIndexMemory(b *testing.B) {
 	cleared := `{"event_id":"%[1]s:cleared","alarm_id":"%[1]s","type":"cleared","drone_id":"UAV-%04[2]d","zone_id":"EGLL-CTR","zone_name":"Heathrow CTR","category":"restricted","seq":123500,"ts":"2026-12-02T11:%02[3]d:%02[4]d.25Z","lat":51.48001,"lon":-0.5,"alt_m":80,"alt_ref":"agl","height_assumed":false,"reason":"exited","partition":3,"offset":1234600,"zone_version":12}`
 	usage := func(k redislayout.Keys) int64 {
 		var sum int64
-		for _, key := range []string{k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC()} {
+		keys := []string{k.Alarms(), k.AlarmsActive(), k.AlarmsCleared(), k.AlarmsGC()}
+		// The secondary sets (issue 29): one per drone, zone and category
+		// and state.
+		for _, pat := range []string{k.AlarmsActive() + ":*", k.AlarmsCleared() + ":*"} {
+			ks, err := rc.Keys(ctx, strings.NewReplacer("{", "\\{", "}", "\\}").Replace(pat)).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys = append(keys, ks...)
+		}
+		for _, key := range keys {
 			v, err := rc.Do(ctx, "MEMORY", "USAGE", key, "SAMPLES", "0").Int64()
 			if err != nil && !strings.Contains(err.Error(), "nil") {
 				b.Fatal(err)

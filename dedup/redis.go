@@ -287,7 +287,10 @@ func authVersion(c *redis.StringCmd) (int64, error) {
 // TTL. The alarm index costs per batch one HSET and one ZADD for the raises,
 // one ZMSCORE, ZREM, two ZADD and one HSET for the clears, and one
 // ZRANGEBYSCORE for the GC (plus one HDEL and two ZREM when alarms are
-// due), whatever the number of events. A track is three calls per sampled
+// due), whatever the number of events; its secondary sets (by drone, zone
+// and category, alarmDimsLua) one call per set touched, and an HMGET of
+// the raised events of the clears and of the GC, and their mark a GET and
+// a SET (redislayout.Keys.AlarmsIndexMark). A track is three calls per sampled
 // drone (RPUSH, LTRIM once full, PEXPIRE): one key per drone. The outbox
 // field names come from redislayout, spliced into the text (constants, so
 // the script and its SHA never change at run time).
@@ -459,6 +462,13 @@ if appended > 0 then
 end
 chunked('HSET', KEYS[6], rh)
 chunked('ZADD', KEYS[7], ra)
+` + alarmDimsLua + `
+local xa = {}
+for j = 1, #ra, 2 do
+  local d = dims(rh[j + 1])
+  if d then ixput(xa, KEYS[7], d, ra[j], ra[j + 1]) end
+end
+for key, l in pairs(xa) do chunked('ZADD', key, l) end
 chunked('HSET', KEYS[6], lh)
 chunked('HDEL', KEYS[6], lg)
 if #cl > 0 then
@@ -483,6 +493,13 @@ if #cl > 0 then
   chunked('ZADD', KEYS[8], zc)
   chunked('ZADD', KEYS[9], zg)
   chunked('HSET', KEYS[6], hc)
+  local xr, xc = {}, {}
+  raisedDims(KEYS[6], gone, function(j, d)
+    ixput(xr, KEYS[7], d, nil, gone[j])
+    ixput(xc, KEYS[8], d, zc[2 * j - 1], gone[j])
+  end)
+  for key, l in pairs(xr) do chunked('ZREM', key, l) end
+  for key, l in pairs(xc) do chunked('ZADD', key, l) end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', string.format('%d', now - tonumber(ARGV[7])), 'LIMIT', 0, 500 + appended)
 if #due > 0 then
@@ -494,9 +511,21 @@ if #due > 0 then
     f[#f + 1] = a .. ':lost'
     f[#f + 1] = a .. ':auth'
   end
+  local xg = {}
+  raisedDims(KEYS[6], due, function(j, d) ixput(xg, KEYS[8], d, nil, due[j]) end)
+  for key, l in pairs(xg) do chunked('ZREM', key, l) end
   chunked('HDEL', KEYS[6], f)
   chunked('ZREM', KEYS[8], due)
   chunked('ZREM', KEYS[9], due)
+end
+local ixk = KEYS[6] .. ':ixv'
+if cur == '-1' then
+  redis.call('SET', ixk, ARGV[2] .. ' done')
+else
+  local w1, rest = string.match(redis.call('GET', ixk) or '', '^(%S+) (.*)$')
+  if w1 == cur then
+    redis.call('SET', ixk, ARGV[2] .. ' ' .. rest)
+  end
 end
 table.insert(live, 1, ARGV[2])
 redis.call('SET', KEYS[4], table.concat(live, ' '))

@@ -6,3 +6,11 @@ func SetMinPage(n int64) int64 {
 	minPage = n
 	return old
 }
+
+// SetMaxExamine sets the most alarms a List request examines, returning
+// the old.
+func SetMaxExamine(n int) int {
+	old := maxExamine
+	maxExamine = n
+	return old
+}

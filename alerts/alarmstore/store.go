@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,14 @@ type Options struct {
 	// Replicas, when on, makes an ack count only once the partition's
 	// primary has that many replicas holding it (--redis-min-replicas).
 	Replicas redisreplica.Wait
+	// Log tells of the backfill of the alarm index (slog.Default() when nil).
+	Log *slog.Logger
+	// A List that finds a partition's secondary sets incomplete (an
+	// upgrade) runs one backfill step of BackfillStep alarms (1000 when 0)
+	// on it, and more while BackfillBudget lasts (25ms when 0; negative:
+	// one step).
+	BackfillStep   int
+	BackfillBudget time.Duration
 }
 
 // Store reads and acks the alarms of every partition of a topic.
@@ -73,6 +82,15 @@ func New(o Options) (*Store, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.BackfillStep <= 0 {
+		o.BackfillStep = 1000
+	}
+	if o.BackfillBudget == 0 {
+		o.BackfillBudget = 25 * time.Millisecond
 	}
 	s := &Store{o: o, keys: make([]redislayout.Keys, o.Partitions)}
 	for p := range s.keys {
@@ -369,6 +387,50 @@ func (f *Filter) match(a *Alarm) bool {
 		(f.Category == "" || f.Category == a.Category)
 }
 
+// rejects tells from an alarm's hash values (fields' order), before they
+// are decoded, that f does not select it, or that it is not in state when
+// one is asked: decoding is most of a list's cost, and most alarms a
+// combined filter examines are dropped. The drone, zone and category are
+// read from the raised event's JSON as the batch script reads them
+// (dedup's alarmDimsLua); a value with an escape in it is left to match.
+func (f *Filter) rejects(vals []any, oneState bool, state string) bool {
+	raw, ok := vals[0].(string)
+	if !ok || len(vals) != 5 {
+		return false
+	}
+	if oneState && (vals[1] != nil) != (state == StateCleared) {
+		return true
+	}
+	if f.Acked != nil && *f.Acked != (vals[2] != nil) {
+		return true
+	}
+	for _, c := range [...]struct{ key, want string }{{`"drone_id":"`, f.Drone}, {`"zone_id":"`, f.Zone}, {`"category":"`, f.Category}} {
+		if c.want == "" {
+			continue
+		}
+		if v, ok := jsonString(raw, c.key); ok && v != c.want {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonString is the string value after key (`"name":"`) in an event's
+// flat JSON, where key's bytes cannot occur inside a string value (its
+// quotes would be escaped); ok is false when absent or escaped.
+func jsonString(js, key string) (string, bool) {
+	i := strings.Index(js, key)
+	if i < 0 {
+		return "", false
+	}
+	rest := js[i+len(key):]
+	j := strings.IndexAny(rest, `"\`)
+	if j < 0 || rest[j] != '"' {
+		return "", false
+	}
+	return rest[:j], true
+}
+
 // position is a place in the list order: raise time descending, then
 // alarm id descending (the sorted sets' reverse order).
 type position struct {
@@ -404,6 +466,7 @@ var minPage int64 = 16
 // read in pages, newest first, strictly after a position.
 type source struct {
 	p        int
+	state    string // of the alarms in the set
 	key      string
 	max      string // inclusive upper score of the next page
 	min      string
@@ -449,22 +512,38 @@ func (src *source) fill(zs []redis.Z) {
 	}
 }
 
+// cand is an alarm List examines: its partition, position and the set it
+// was read from, of which state.
+type cand struct {
+	p     int
+	state string
+	key   string
+	pos   position
+}
+
 // List returns up to f.Limit alarms matching f, newest first by raise time
 // (ties by alarm id, descending), across every partition, and the cursor
 // of the next page ("" when there is none).
+//
+// A drone, zone or category filter reads that value's secondary sets
+// (the smallest, by ZCARD, when several are given) and checks the other
+// criteria on the alarms read. Each request examines at most MaxExamine
+// alarms: past that it answers what it found, maybe fewer than f.Limit or
+// none, with the cursor of the last alarm examined, so no request scans a
+// partition's whole index.
 func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultLimit
 	}
 	f.Limit = min(f.Limit, MaxLimit)
-	var sets []func(redislayout.Keys) string
+	var states []string
 	switch f.State {
 	case "", StateActive:
-		sets = append(sets, redislayout.Keys.AlarmsActive)
+		states = []string{StateActive}
 	case StateCleared:
-		sets = append(sets, redislayout.Keys.AlarmsCleared)
+		states = []string{StateCleared}
 	case StateAll:
-		sets = append(sets, redislayout.Keys.AlarmsActive, redislayout.Keys.AlarmsCleared)
+		states = []string{StateActive, StateCleared}
 	default:
 		return nil, "", fmt.Errorf("alarmstore: bad state %q", f.State)
 	}
@@ -486,36 +565,19 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 			hi = strconv.FormatInt(c.ms, 10)
 		}
 	}
-	// Unfiltered, limit+1 candidates tell whether a next page exists;
-	// filtered, pages are larger since some are dropped.
-	page := int64(f.Limit + 1)
-	if f.Acked != nil || f.Authorized != nil || f.Drone != "" || f.Zone != "" || f.Category != "" {
-		page = MaxLimit
-	}
-	// Each source's first page is twice its share of a page when alarms
-	// spread evenly over the partitions; a source that runs dry doubles
-	// its page on every refill (skewed partitions cost a few round trips).
-	n := int64(len(s.keys) * len(sets))
-	first := max(minPage, min(page, (2*page+n-1)/n))
-	var srcs []*source
-	for p, k := range s.keys {
-		for _, set := range sets {
-			srcs = append(srcs, &source{p: p, key: set(k), max: hi, min: lo, after: after, pageSize: first, maxPage: page})
-		}
-	}
-	if err := s.fetch(ctx, srcs); err != nil {
+	srcs, err := s.sources(ctx, &f, states, hi, lo, after)
+	if err != nil {
 		return nil, "", err
 	}
 	out := make([]Alarm, 0, f.Limit)
-	var last position
-	type cand struct {
-		p   int
-		pos position
-	}
-	for {
+	var listed, examined position // the last alarm listed, the last examined
+	budget := maxExamine
+	var prev cand
+	seen := false
+	for want := f.Limit + 1; budget > 0; want = min(2*want, MaxLimit) {
 		// Merge the next chunk of candidates (newest first) from the sources.
 		var chunk []cand
-		for len(chunk) < int(page) {
+		for len(chunk) < min(want, budget) {
 			// Every source must show its next member (or be done) before the
 			// newest is taken: a page may be all skipped (at the cursor).
 			for {
@@ -541,12 +603,20 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 			if best == nil {
 				break
 			}
-			chunk = append(chunk, cand{best.p, best.buf[0]})
+			c := cand{best.p, best.state, best.key, best.buf[0]}
 			best.buf = best.buf[1:]
+			// The same alarm from two sets (state=all while it was being
+			// cleared, or a set an earlier release left stale) is one.
+			if seen && prev.pos == c.pos && prev.p == c.p {
+				continue
+			}
+			prev, seen = c, true
+			chunk = append(chunk, c)
 		}
 		if len(chunk) == 0 {
 			return out, "", nil
 		}
+		budget -= len(chunk)
 		cmds := make([]*redis.SliceCmd, len(chunk))
 		_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
 			for i, c := range chunk {
@@ -557,22 +627,220 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Alarm, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("alarmstore: list: %w", err)
 		}
+		var orphans []cand
 		for i, c := range chunk {
-			a, ok, err := decode(c.p, cmds[i].Val())
+			examined = c.pos
+			vals := cmds[i].Val()
+			if f.rejects(vals, len(states) == 1, c.state) {
+				continue
+			}
+			a, ok, err := decode(c.p, vals)
 			if err != nil {
 				return nil, "", err
 			}
-			// A member without its events was deleted in between (GC): skip it.
-			if !ok || !f.match(&a) {
+			// A member without its events was deleted in between (GC), one
+			// in a set of the other state was cleared in between (or is an
+			// earlier release's leftover): skip it.
+			if !ok {
+				orphans = append(orphans, c)
+			}
+			if !ok || (len(states) == 1 && a.State != c.state) || !f.match(&a) {
 				continue
 			}
 			if len(out) == f.Limit {
-				return out, last.cursor(), nil
+				return out, listed.cursor(), nil
 			}
 			out = append(out, a)
-			last = c.pos
+			listed = c.pos
+		}
+		s.dropOrphans(ctx, orphans)
+	}
+	// The request's bound is reached: the next page goes on after the last
+	// alarm examined.
+	for _, src := range srcs {
+		if len(src.buf) > 0 || !src.done {
+			return out, examined.cursor(), nil
 		}
 	}
+	return out, "", nil
+}
+
+// dropOrphans removes set members whose alarm is gone, best effort. The
+// batch script deletes an alarm's members with its events, in one step, and
+// an alarm id never comes back, so a member found without its raised event
+// is one an earlier release's GC left in the secondary sets (it did not
+// know them) or one deleted since it was read: removing it is safe either
+// way, and keeps such leftovers from being read again.
+func (s *Store) dropOrphans(ctx context.Context, orphans []cand) {
+	if len(orphans) == 0 {
+		return
+	}
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for _, c := range orphans {
+			pl.ZRem(ctx, c.key, c.pos.id)
+		}
+		return nil
+	})
+	if err != nil {
+		s.o.Log.Warn("alarmstore: remove alarm index members whose alarm is gone", "error", err)
+	}
+}
+
+// maxExamine bounds the alarms one List request examines (reads and
+// checks against the filter); tests lower it.
+var maxExamine = 2000
+
+// sources returns the sorted sets List reads, per partition and state,
+// with their first pages read in one pipeline: the secondary sets of the
+// most selective of f's drone, zone and category (smallest ZCARD over the
+// partitions and states asked) on partitions whose secondary sets are
+// complete, the partition's whole sets otherwise (read by the merge's
+// first refill). The marks, the ZCARDs and the first pages of the
+// dimension presumed most selective (a drone has fewer alarms than a
+// zone, a zone than a category) are read together, so a filtered list
+// costs one round trip before the alarms are read, and one more when the
+// ZCARDs say otherwise.
+func (s *Store) sources(ctx context.Context, f *Filter, states []string, hi, lo string, after *position) ([]*source, error) {
+	type dim struct{ by, value string }
+	var dims []dim
+	for _, d := range []dim{{redislayout.ByDrone, f.Drone}, {redislayout.ByZone, f.Zone}, {redislayout.ByCategory, f.Category}} {
+		if d.value != "" {
+			dims = append(dims, d)
+		}
+	}
+	setOf := func(k redislayout.Keys, st string, d *dim) string {
+		switch {
+		case d == nil && st == StateActive:
+			return k.AlarmsActive()
+		case d == nil:
+			return k.AlarmsCleared()
+		case st == StateActive:
+			return k.AlarmsActiveBy(d.by, d.value)
+		}
+		return k.AlarmsClearedBy(d.by, d.value)
+	}
+	unfiltered := f.Acked == nil && f.Authorized == nil
+	// When the sets read hold only matching alarms, limit+1 candidates
+	// tell whether a next page exists; otherwise pages grow to MaxLimit,
+	// since some are dropped.
+	page := int64(f.Limit + 1)
+	if !unfiltered || len(dims) > 1 {
+		page = MaxLimit
+	}
+	newSource := func(p int, st, key string, first, maxPage int64) *source {
+		return &source{p: p, state: st, key: key, max: hi, min: lo, after: after, pageSize: first, maxPage: maxPage}
+	}
+	// Each source's first page is twice its share of a page when alarms
+	// spread evenly over the partitions; a source that runs dry doubles its
+	// page on every refill (skewed partitions cost a few round trips).
+	// Whole pages from every source would save refills but cost more than
+	// they save: 24 pages of 101 members took 10x as long as 24 of 16.
+	n := int64(len(s.keys) * len(states))
+	first := max(minPage, min(page, (2*page+n-1)/n))
+	if len(dims) == 0 {
+		var srcs []*source
+		for p, k := range s.keys {
+			for _, st := range states {
+				srcs = append(srcs, newSource(p, st, setOf(k, st, nil), first, page))
+			}
+		}
+		return srcs, s.fetch(ctx, srcs)
+	}
+	// A drone's alarms are on its partition (a repartition aside): its
+	// sets' first page is a whole page.
+	if dims[0].by == redislayout.ByDrone {
+		first = max(minPage, int64(f.Limit+1))
+	}
+	applied := make([]*redis.StringCmd, len(s.keys))
+	marks := make([]*redis.StringCmd, len(s.keys))
+	cards := make([][]*redis.IntCmd, len(dims))
+	bydim := make([][]*source, len(dims))
+	pages := make(map[*source]*redis.ZSliceCmd)
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for p, k := range s.keys {
+			applied[p] = pl.Get(ctx, k.Applied())
+			marks[p] = pl.Get(ctx, k.AlarmsIndexMark())
+			for i := range dims {
+				for _, st := range states {
+					key := setOf(k, st, &dims[i])
+					if len(dims) > 1 {
+						cards[i] = append(cards[i], pl.ZCard(ctx, key))
+					}
+					src := newSource(p, st, key, first, page)
+					bydim[i] = append(bydim[i], src)
+					if i == 0 {
+						pages[src] = pl.ZRevRangeByScoreWithScores(ctx, key, src.query())
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("alarmstore: list: %w", err)
+	}
+	best, bestN := 0, int64(-1)
+	for i := range cards {
+		var sum int64
+		for _, c := range cards[i] {
+			sum += c.Val()
+		}
+		if bestN < 0 || sum < bestN {
+			best, bestN = i, sum
+		}
+	}
+	ready := make([]bool, len(s.keys))
+	var pending []int
+	for p := range s.keys {
+		if ready[p] = dedup.AlarmIndexDone(marks[p].Val(), applied[p].Val()); !ready[p] {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) > 0 {
+		if err := s.backfill(ctx, pending, ready); err != nil {
+			return nil, err
+		}
+	}
+	srcs := bydim[best]
+	for i, src := range srcs {
+		if ready[src.p] {
+			if pg, ok := pages[src]; ok {
+				src.fill(pg.Val())
+			}
+			continue
+		}
+		// Not backfilled yet (an upgrade): the whole set, read by the
+		// merge's first refill, each alarm checked against f.
+		whole := newSource(src.p, src.state, setOf(s.keys[src.p], src.state, nil), first, MaxLimit)
+		srcs[i] = whole
+	}
+	return srcs, nil
+}
+
+// backfill runs backfill steps on the partitions pending (one on each,
+// more while Options.BackfillBudget lasts), marking those it completes
+// ready. A partition not done by then is read from its whole sets for
+// this request.
+func (s *Store) backfill(ctx context.Context, pending []int, ready []bool) error {
+	until := time.Now().Add(s.o.BackfillBudget)
+	for _, p := range pending {
+		filed := 0
+		for step := 0; step == 0 || time.Now().Before(until); step++ {
+			done, n, err := dedup.BackfillAlarmIndex(ctx, s.o.Redis, s.keys[p], s.o.BackfillStep)
+			if err != nil {
+				return fmt.Errorf("alarmstore: list: %w", err)
+			}
+			filed += n
+			if done {
+				ready[p] = true
+				break
+			}
+		}
+		if filed > 0 {
+			s.o.Log.Info("alarm index backfilled", "partition", p, "alarms", filed, "done", ready[p])
+		}
+	}
+	return nil
 }
 
 // fetch reads the next page of each source, pipelined.
