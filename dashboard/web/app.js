@@ -1380,10 +1380,18 @@
     err.hidden = true;
     if (!more) { history.query = historyQuery(); history.cursor = null; $('history').replaceChildren(); }
     try {
-      const r = await api('v1/alarms?' + history.query + (history.cursor ? '&cursor=' + encodeURIComponent(history.cursor) : ''));
-      $('history').append(...r.body.alarms.map((a) => alarmItem(a, false)));
-      if (!r.body.alarms.length && !more) $('history').append(el('li', { class: 'hint', text: 'no alarm matches' }));
-      history.cursor = r.body.next_cursor;
+      // A filtered page may come back short, even empty, with a cursor:
+      // the server examines a bounded number of alarms per request
+      // (issue 29). Follow it a few times before saying nothing matched.
+      let shown = 0;
+      for (let i = 0; i < 8; i++) {
+        const r = await api('v1/alarms?' + history.query + (history.cursor ? '&cursor=' + encodeURIComponent(history.cursor) : ''));
+        $('history').append(...r.body.alarms.map((a) => alarmItem(a, false)));
+        shown += r.body.alarms.length;
+        history.cursor = r.body.next_cursor;
+        if (shown >= 20 || !history.cursor) break;
+      }
+      if (!shown && !more) $('history').append(el('li', { class: 'hint', text: history.cursor ? 'no alarm matches so far — More searches older alarms' : 'no alarm matches' }));
       $('historyMore').hidden = !history.cursor;
     } catch (e) {
       err.hidden = false;
