@@ -115,7 +115,7 @@ func TestNationalZoneSetNoPause(t *testing.T) {
 	until := time.Now()
 	stop()
 	t.Logf("GC stop-the-world pauses from the PUT to the end: the longest at most %v", longestNewPause(pauses, gcPauses()))
-	wrote, beat := sorted(<-writes), sorted(<-beats)
+	wrote, beat := sortedTimes(<-writes), sortedTimes(<-beats)
 	prodGap := longestGap(wrote, from, until)
 	beatGap, beatAt := longestGapAt(beat, from, until)
 	t.Logf("a goroutine sleeping 5 ms at a time: longest gap %v, from %v after the PUT began (the process's own stalls: GC, a CPU the machine's other jobs hold)",
@@ -124,7 +124,7 @@ func TestNationalZoneSetNoPause(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for part := range p.partitions {
-		cs := sorted(commits[part])
+		cs := sortedTimes(commits[part])
 		gap, at := longestGapAt(cs, from, until)
 		// The alerter's own share of a gap: less the longest time within
 		// it that the process could not run (the sleeper's gap) or no
@@ -260,7 +260,7 @@ func longestNewPause(before, after *rtmetrics.Float64Histogram) time.Duration {
 	return 0
 }
 
-func sorted(ts []time.Time) []time.Time {
+func sortedTimes(ts []time.Time) []time.Time {
 	ts = slices.Clone(ts)
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	return ts
