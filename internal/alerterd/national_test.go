@@ -36,7 +36,7 @@ const stallBound = 3 * time.Second
 
 // TestNationalZoneSetNoPause (issue 29): an alerter applies a steady
 // stream (1,000 records/s over two partitions, a batch every ~20 ms each)
-// on real Kafka and Redis while a 100,000-zone set is PUT through the API
+// on real Kafka and Redis while a 100,000-zone set (30,000 under the race detector) is PUT through the API
 // of the same process and then built and swapped in by its zone sync. The
 // longest gap between two committed batches of a partition, from a second
 // before the PUT to three seconds after the swap, stays within
@@ -73,8 +73,17 @@ func TestNationalZoneSetNoPause(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 
-	national := zonegen.ED269(29, 100_000) // the larger format: 83 MB
-	runtime.GC()                           // the generator's garbage is the test's, not the alerter's
+	// 100,000 zones of ED-269, the larger document (83 MB). Under the race
+	// detector (CI), whose parse of it takes a minute and a half, 30,000:
+	// what fails here — a batch loop that waits for the build — fails at
+	// any size; the 100,000-zone figures are the benchmark's run without it
+	// (BENCHMARKS.md, "National zone sets").
+	zones := 100_000
+	if raceOn {
+		zones = 30_000
+	}
+	national := zonegen.ED269(29, zones)
+	runtime.GC() // the generator's garbage is the test's, not the alerter's
 	ctx, stop := context.WithCancel(context.Background())
 	writes := produceSteadily(ctx, t, p, national.Positions(3, 400), 20, 20*time.Millisecond)
 	beats := heartbeat(ctx, 5*time.Millisecond)
@@ -148,8 +157,8 @@ func TestNationalZoneSetNoPause(t *testing.T) {
 			t.Errorf("partition %d paused %v of its own between two batches (a stall: bound %v) around the switch to a %d-zone set", part, own.Round(time.Millisecond), stallBound, national.Zones)
 		}
 	}
-	t.Logf("PUT of %d zones (%.1f MB ED-269) answered in %v, in use %v after the PUT began; the producer's longest gap %v",
-		national.Zones, float64(len(national.Doc))/1e6, answered.Round(time.Millisecond), swapped.Round(time.Millisecond), prodGap.Round(time.Millisecond))
+	t.Logf("PUT of %d zones (%.1f MB, %s) answered in %v, in use %v after the PUT began; the producer's longest gap %v",
+		national.Zones, float64(len(national.Doc))/1e6, national.Format, answered.Round(time.Millisecond), swapped.Round(time.Millisecond), prodGap.Round(time.Millisecond))
 }
 
 // produceSteadily writes chunk positions every `every` until ctx ends, the
