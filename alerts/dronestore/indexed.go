@@ -166,6 +166,27 @@ func (s *Store) listByID(ctx context.Context, f Filter, after string) ([]Drone, 
 		if len(round) == 0 {
 			return flatten(out), "", nil
 		}
+		// Without a filter every drone read is listed: read the states of
+		// the page's ids only (the lowest ones, every partition's state of
+		// each), not the next chunk of every partition — with 256
+		// partitions that would be 25,856 states for a page of 100.
+		if f.BBox == nil && f.ActiveSince.IsZero() {
+			slices.SortFunc(round, func(a, b placed) int { return strings.Compare(a.id, b.id) })
+			need, n := f.Limit+1-len(out), 0
+			for i := range round {
+				if i == 0 || round[i].id != round[i-1].id {
+					if n == need {
+						round = round[:i]
+						break
+					}
+					n++
+				}
+			}
+			if n == need {
+				more = true
+				bound = round[len(round)-1].id
+			}
+		}
 		best, err := s.states(ctx, round)
 		if err != nil {
 			return nil, "", err
