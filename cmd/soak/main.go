@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -97,27 +96,7 @@ func run(ctx context.Context, c soak.Config, mdPath, jsonPath string) error {
 	if err != nil {
 		return err
 	}
-	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md); err != nil {
-		return err
-	}
-	if mdPath == "" {
-		if _, err := os.Stdout.Write(md.Bytes()); err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
-	} else if err := os.WriteFile(mdPath, md.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	if jsonPath != "" {
-		var js bytes.Buffer
-		if err := rep.WriteJSON(&js); err != nil {
-			return err
-		}
-		if err := os.WriteFile(jsonPath, js.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("write JSON report: %w", err)
-		}
-	}
-	return nil
+	return benchcompare.WriteReports(rep, mdPath, jsonPath)
 }
 
 func envOr(k, def string) string {

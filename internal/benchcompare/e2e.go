@@ -454,7 +454,7 @@ func sendTraffic(ctx context.Context, cfg E2EConfig, url string, start time.Time
 						return
 					}
 				}
-				status, msg, err := postBatch(ctx, client, url, tb.b.body)
+				status, msg, err := PostBatch(ctx, client, url, tb.b.body)
 				now := time.Now()
 				if err != nil {
 					cancel(err)
@@ -502,9 +502,9 @@ func sendTraffic(ctx context.Context, cfg E2EConfig, url string, start time.Time
 	return total, nil
 }
 
-// postBatch posts an NDJSON body and returns the answer's status and, when
+// PostBatch posts an NDJSON body and returns the answer's status and, when
 // it is not 202, the start of its body.
-func postBatch(ctx context.Context, client *http.Client, url string, body []byte) (int, string, error) {
+func PostBatch(ctx context.Context, client *http.Client, url string, body []byte) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err

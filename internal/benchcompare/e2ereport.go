@@ -1,9 +1,11 @@
 package benchcompare
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +134,35 @@ func (r *E2EResult) PipelineCPU() float64 {
 }
 
 // WriteJSON writes r as indented JSON.
+// WriteReports writes r's Markdown to mdPath (stdout when empty) and, when
+// jsonPath is set, its JSON there: what cmd/bench and cmd/soak write.
+func WriteReports(r interface {
+	WriteMarkdown(io.Writer) error
+	WriteJSON(io.Writer) error
+}, mdPath, jsonPath string) error {
+	var md bytes.Buffer
+	if err := r.WriteMarkdown(&md); err != nil {
+		return err
+	}
+	if mdPath == "" {
+		if _, err := os.Stdout.Write(md.Bytes()); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	} else if err := os.WriteFile(mdPath, md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if jsonPath != "" {
+		var js bytes.Buffer
+		if err := r.WriteJSON(&js); err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, js.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write JSON report: %w", err)
+		}
+	}
+	return nil
+}
+
 func (r *E2EResult) WriteJSON(w io.Writer) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

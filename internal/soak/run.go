@@ -355,7 +355,7 @@ func (t *traffic) run(ctx context.Context) error {
 				if err := sleepCtx(ctx, time.Until(due)); err != nil {
 					return
 				}
-				status, msg, err := post(ctx, client, t.url, j.body)
+				status, msg, err := benchcompare.PostBatch(ctx, client, t.url, j.body)
 				if err != nil {
 					if ctx.Err() == nil {
 						cancel(err)
@@ -379,24 +379,6 @@ func (t *traffic) run(ctx context.Context) error {
 		return fmt.Errorf("soak: posting: %w", err)
 	}
 	return nil
-}
-
-func post(ctx context.Context, client *http.Client, url string, body []byte) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", fmt.Errorf("post telemetry: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode == http.StatusAccepted {
-		msg = nil
-	}
-	return resp.StatusCode, string(msg), nil
 }
 
 // togglers is how many of the first n drones are togglers.
