@@ -376,6 +376,7 @@ func (e *Engine) judge(d *drone, zs Zones, reason string, events []Event) []Even
 		ev := e.clockEvent(d, Raised, EventID(id, Raised), id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
 		ev.Reason = reason
 		ev.HeightAssumed = h.HeightAssumed
+		ev.Operator = d.operator()
 		events = append(events, ev)
 		d.Alarms = append(d.Alarms, ActiveAlarm{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: d.Seq,
 			Name: h.Zone.Name, Category: string(h.Zone.Category)})

@@ -257,11 +257,12 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			continue
 		}
 		var d *drone
+		evs := len(out.Events)
 		out.Events, d = e.step(zs, zv, r.Offset, &p, out.Events, &out.Stats)
 		if d == nil {
 			continue
 		}
-		if e.trackGap > 0 && d.SampleTrack(e.trackGap) {
+		if e.trackGap > 0 && d.SampleTrack(e.trackEvery(d, len(out.Events) > evs)) {
 			// One point per drone per batch: the batch's latest sample.
 			if d.tmark != e.batch {
 				d.tmark = e.batch
@@ -349,6 +350,12 @@ func (e *Engine) Apply(zs Zones, recs []Record) *Outcome {
 			if d.tmark == e.batch {
 				out.Batch.Tracks[d.id] = next(k)
 				k++
+				if e.heldTrack(d) {
+					if out.Batch.Held == nil {
+						out.Batch.Held = make(map[string]bool)
+					}
+					out.Batch.Held[d.id] = true
+				}
 			}
 		}
 	}

@@ -29,7 +29,7 @@ func BenchmarkEngineApply(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	toggling := func(every int) []telemetry.Position {
+	toggling := func(every int, pilots bool) []telemetry.Position {
 		var out []telemetry.Position
 		start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 		for s := 0; s < 500; s++ {
@@ -38,8 +38,12 @@ func BenchmarkEngineApply(b *testing.B) {
 				if every > 0 && (s/every)%2 == 1 {
 					lon = -0.52
 				}
-				out = append(out, telemetry.Position{DroneID: fmt.Sprintf("UAV-%04d", d), Seq: int64(s + 1),
-					TS: start.Add(time.Duration(s) * time.Second), Lat: 51.47, Lon: lon, AltM: telemetry.Float(80)})
+				p := telemetry.Position{DroneID: fmt.Sprintf("UAV-%04d", d), Seq: int64(s + 1),
+					TS: start.Add(time.Duration(s) * time.Second), Lat: 51.47, Lon: lon, AltM: telemetry.Float(80)}
+				if pilots { // every record with its live pilot, moving: the most a feed can send
+					p.Operator = &telemetry.Operator{Lat: 51.465 + float64(s)*1e-6, Lon: -0.5, AltM: telemetry.Float(30), Type: telemetry.OperatorLive}
+				}
+				out = append(out, p)
 			}
 		}
 		return out
@@ -49,9 +53,14 @@ func BenchmarkEngineApply(b *testing.B) {
 		recs []telemetry.Position
 	}{
 		{"scenario", scenario.Generate(scenario.DefaultConfig()).Records},
-		{"transitions-0pct", toggling(0)},
-		{"transitions-1pct", toggling(100)},
-		{"transitions-20pct", toggling(5)},
+		// The scenario with pilots (scenario.WithOperators: a third of the drones
+		// with a live pilot on every record, a third on every fifth):
+		// beside "scenario", the cost of keeping and carrying them.
+		{"scenario-pilots", scenario.WithOperators(scenario.Generate(scenario.DefaultConfig()).Records)},
+		{"transitions-0pct", toggling(0, false)},
+		{"transitions-1pct", toggling(100, false)},
+		{"transitions-1pct-pilots", toggling(100, true)},
+		{"transitions-20pct", toggling(5, false)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			recs := make([]alerts.Record, len(tc.recs))

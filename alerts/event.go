@@ -122,6 +122,10 @@ type Event struct {
 	// acknowledged the alarm and its note.
 	By   string `json:"by,omitempty"`
 	Note string `json:"note,omitempty"`
+	// Operator is a raised event's pilot position as known at the raise:
+	// the last one the drone's positions reported, up to and including the
+	// raising one (nil: none reported). It never decides the alarm.
+	Operator *OperatorFix `json:"operator,omitempty"`
 }
 
 // AlarmID is the deterministic id of the alarm that the position with seq

@@ -93,6 +93,10 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"note":`...)
 		dst = appendString(dst, e.Note)
 	}
+	if e.Operator != nil {
+		dst = append(dst, `,"operator":`...)
+		dst = e.Operator.AppendJSON(dst)
+	}
 	return append(dst, '}')
 }
 

@@ -57,6 +57,12 @@ func TestEventAppendJSONEqualsMarshal(t *testing.T) {
 			seen, age := time.Date(2026, 12, 2, 10, 0, 3, 0, time.UTC), 0.0
 			e.Reason, e.LastSeen, e.AgeS = "zone_activated", &seen, &age
 		},
+		"operator": func(e *alerts.Event) {
+			e.Operator = &alerts.OperatorFix{Lat: 51.4612, Lon: -0.47, AltM: &alt, Type: "live", TS: e.TS}
+		},
+		"operator, bare": func(e *alerts.Event) {
+			e.Operator = &alerts.OperatorFix{Lat: tiny, Lon: -huge, Type: "<\"t\">", TS: time.Date(2026, 1, 1, 0, 0, 0, 1, time.FixedZone("y", -1800))}
+		},
 	}
 	for name, mod := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -73,6 +79,10 @@ func FuzzEventAppendJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, drone, name string, lat, lon, alt float64, seq, unix int64, assumed bool) {
 		e := alerts.Event{EventID: drone + ":raised", AlarmID: drone, Type: "raised", DroneID: drone, ZoneID: name, ZoneName: name,
 			Seq: seq, TS: time.Unix(unix%(1<<36), 0).UTC(), Lat: lat, Lon: lon, AltM: &alt, HeightAssumed: assumed}
+		checkEventJSON(t, e)
+		e.Operator = &alerts.OperatorFix{Lat: lon, Lon: lat, AltM: &alt, Type: name, TS: e.TS}
+		checkEventJSON(t, e)
+		e.Operator.AltM = nil
 		checkEventJSON(t, e)
 		seen := time.UnixMilli(seq % (1 << 45)).UTC()
 		e.Type, e.LastSeen, e.AgeS = "signal_lost", &seen, &lat

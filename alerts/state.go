@@ -65,6 +65,46 @@ type DroneState struct {
 	// Approaches are its approach episodes and the zones it nears, by
 	// zone id (approach.go).
 	Approaches []ApproachState `json:"ap,omitempty"`
+	// Op is the drone's pilot as last reported (zero: never): kept from
+	// the last position that carried one, so a position without it keeps
+	// the last known. Shown and reported, never deciding an alarm.
+	Op OperatorFix `json:"op,omitzero"`
+}
+
+// OperatorFix is where a drone's pilot stood as a position reported it:
+// the state's last known and a raised event's "operator". TS is the ts of
+// the position that carried it (its age is measured from it).
+type OperatorFix struct {
+	Lat  float64   `json:"lat"`
+	Lon  float64   `json:"lon"`
+	AltM *float64  `json:"alt_m,omitempty"` // geodetic (WGS84), when reported
+	Type string    `json:"type,omitempty"`  // takeoff, live, fixed ("" not known)
+	TS   time.Time `json:"ts"`
+}
+
+// IsZero reports whether o is no pilot position (encoding/json's omitzero
+// asks it, and so does AppendEncode).
+func (o OperatorFix) IsZero() bool {
+	return o.TS.IsZero() && o.Lat == 0 && o.Lon == 0 && o.AltM == nil && o.Type == ""
+}
+
+// AppendJSON appends o's JSON to dst, byte for byte encoding/json's.
+func (o *OperatorFix) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"lat":`...)
+	dst = appendFloat(dst, o.Lat)
+	dst = append(dst, `,"lon":`...)
+	dst = appendFloat(dst, o.Lon)
+	if o.AltM != nil {
+		dst = append(dst, `,"alt_m":`...)
+		dst = appendFloat(dst, *o.AltM)
+	}
+	if o.Type != "" {
+		dst = append(dst, `,"type":`...)
+		dst = appendString(dst, o.Type)
+	}
+	dst = append(dst, `,"ts":`...)
+	dst = appendTime(dst, o.TS)
+	return append(dst, '}')
 }
 
 // Fix is one position of a drone as the alerter keeps it: the last known
@@ -292,6 +332,10 @@ func (s *DroneState) AppendEncode(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	if !s.Op.IsZero() {
+		dst = append(dst, `,"op":`...)
+		dst = s.Op.AppendJSON(dst)
+	}
 	return append(dst, '}')
 }
 
@@ -358,6 +402,9 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 	}
 	s.Seq = p.Seq
 	s.Pos = FixOf(p)
+	if o := p.Operator; o != nil {
+		s.Op = OperatorFix{Lat: o.Lat, Lon: o.Lon, AltM: o.AltM, Type: o.Type, TS: p.TS.UTC()}
+	}
 	pt := PointOf(p)
 	hits = zs.Query(pt, hits)
 
@@ -394,6 +441,7 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		id, eventID := raisedIDs(p.DroneID, h.Zone.ID, p.Seq, s.Resets)
 		e := newEvent(p, Raised, eventID, id, h.Zone.ID, h.Zone.Name, string(h.Zone.Category))
 		e.HeightAssumed = h.HeightAssumed
+		e.Operator = s.operator()
 		dst = append(dst, e)
 		s.Alarms = append(s.Alarms, ActiveAlarm{Zone: h.Zone.ID, Alarm: id, FP: h.Zone.Fingerprint, RaisedSeq: p.Seq,
 			Name: h.Zone.Name, Category: string(h.Zone.Category)})
@@ -405,6 +453,16 @@ func Step(s *DroneState, p *telemetry.Position, zs Zones, hits []geofence.Hit, d
 		slices.SortFunc(s.Alarms, func(a, b ActiveAlarm) int { return strings.Compare(a.Zone, b.Zone) })
 	}
 	return dst, hits, true
+}
+
+// operator is the pilot as known now, for a raised event (nil: never
+// reported).
+func (s *DroneState) operator() *OperatorFix {
+	if s.Op.IsZero() {
+		return nil
+	}
+	o := s.Op
+	return &o
 }
 
 func (s *DroneState) hasAlarm(zone string) bool {

@@ -53,6 +53,9 @@ func TestDroneStateEncodeEqualsMarshal(t *testing.T) {
 		"approaching": {Seq: 4, VE: -3.25, VN: 1e-7, VK: true, Approaches: []alerts.ApproachState{
 			{Zone: "A<1>", ID: "abc", N: 3, Away: 1764669600123, EtaS: ptr(7.5), EntryLat: 51.1, EntryLon: -0.2},
 			{Zone: "B", N: 1}}},
+		"operator":               {Seq: 5, Pos: fix, Op: alerts.OperatorFix{Lat: 51.4712345, Lon: -0.5, AltM: telemetryFloat(31.5), Type: "live", TS: fix.TS}},
+		"operator, bare":         {Seq: 5, Op: alerts.OperatorFix{Lat: math.Copysign(0, -1), Lon: 1e-7, TS: fix.TS.In(time.FixedZone("x", 3600))}},
+		"operator, type escapes": {Seq: 5, Op: alerts.OperatorFix{Type: "<fixed\"\xff>"}},
 	}
 	for name, s := range tests {
 		t.Run(name, func(t *testing.T) { checkStateEncode(t, s) })
@@ -82,6 +85,13 @@ func FuzzDroneStateEncode(f *testing.F) {
 		}
 		if hasAlt {
 			s.Pos.AltM = &alt
+		}
+		checkStateEncode(t, s)
+		// The pilot from the same inputs: lon and lat swapped, alt and the
+		// reference as its height and type.
+		s.Op = alerts.OperatorFix{Lat: lon, Lon: lat, Type: ref, TS: s.Pos.TS}
+		if hasAlt {
+			s.Op.AltM = &alt
 		}
 		checkStateEncode(t, s)
 		if len(s.Alarms) > 0 {
@@ -135,3 +145,26 @@ func TestFixJSONEqualsMarshal(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkDroneStateEncode: the batch's encoding of one state, a drone
+// with one alarm and a position, without and with its pilot.
+func BenchmarkDroneStateEncode(b *testing.B) {
+	alarm := alerts.ActiveAlarm{Zone: "LHR-1", Alarm: "3f0c0123456789abcdef0123456789ab", FP: "sha256:9a1b", RaisedSeq: 1100, Name: "Heathrow", Category: "restricted"}
+	for _, tc := range []struct {
+		name string
+		op   alerts.OperatorFix
+	}{
+		{"no-pilot", alerts.OperatorFix{}},
+		{"pilot", alerts.OperatorFix{Lat: 51.4651234, Lon: -0.4701234, AltM: telemetryFloat(31.5), Type: "live", TS: fix.TS}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := alerts.DroneState{Seq: 1187, Alarms: []alerts.ActiveAlarm{alarm}, Pos: fix, TrackMS: fix.TS.UnixMilli(), Seen: 1764669630123, Op: tc.op}
+			buf := s.AppendEncode(nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = s.AppendEncode(buf[:0])
+			}
+			b.ReportMetric(float64(len(buf)), "bytes/state")
+		})
+	}
+}

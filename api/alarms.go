@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nofly-dev/nofly/alerts/alarmstore"
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
@@ -57,6 +58,7 @@ func (s *Server) mountAlarms(r chi.Router) {
 	r.With(s.alarmsRole(RoleViewer)).Get("/v1/alarms", a.list)
 	r.With(s.alarmsRole(RoleViewer)).Get("/v1/alarms/{alarm_id}", a.get)
 	r.With(s.alarmsRole(RoleOperator)).Post("/v1/alarms/{alarm_id}/ack", a.ack)
+	a.mountReport(r)
 }
 
 // alarmsRole is the role check of an alarms route. TODO(H1): s.require
@@ -188,6 +190,10 @@ func (a *alarmsAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, r, "list alarms", err)
 		return
 	}
+	if err := a.st.Pilots(r.Context(), as); err != nil {
+		a.internal(w, r, "list alarms", err)
+		return
+	}
 	out := alarmList{Alarms: as}
 	if out.Alarms == nil {
 		out.Alarms = []alarmstore.Alarm{}
@@ -207,7 +213,12 @@ func (a *alarmsAPI) get(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.internal(w, r, "get alarm", err)
 	default:
-		alarmJSON(w, http.StatusOK, al)
+		as := []alarmstore.Alarm{al}
+		if err := a.st.Pilots(r.Context(), as); err != nil {
+			a.internal(w, r, "get alarm", err)
+			return
+		}
+		alarmJSON(w, http.StatusOK, as[0])
 	}
 }
 
@@ -271,7 +282,14 @@ func (a *alarmsAPI) ack(w http.ResponseWriter, r *http.Request) {
 	if c, ok := CallerFrom(r.Context()); ok && c.Name != "" {
 		by = c.Name
 	}
-	al, already, err := a.st.Ack(r.Context(), id, by, note)
+	// The ack script writes the entry with the ack, once: a retry that
+	// finds the alarm acked writes neither.
+	var detail any
+	if note != "" {
+		detail = map[string]string{"note": note}
+	}
+	ctx := a.s.auditChange(r, audit.ActionAck, id, http.StatusOK, detail)
+	al, already, err := a.st.Ack(ctx, id, by, note)
 	switch {
 	case errors.Is(err, alarmstore.ErrNotFound):
 		a.acks.WithLabelValues(ackUnknown).Inc()

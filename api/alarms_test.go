@@ -209,7 +209,7 @@ func TestAlarmGet(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	if got, want := keys(m), []string{"ack", "alarm_id", "authorization", "category", "cleared", "drone_id", "raised", "signal_lost_since", "state", "zone_id", "zone_name", "zone_version"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"ack", "alarm_id", "authorization", "category", "cleared", "drone_id", "operator", "operator_latest", "raised", "signal_lost_since", "state", "zone_id", "zone_name", "zone_version"}; !slices.Equal(got, want) {
 		t.Errorf("alarm keys = %q, want %q", got, want)
 	}
 	point := []string{"alt_m", "alt_ref", "event_id", "height_assumed", "lat", "lon", "seq", "ts"}

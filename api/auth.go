@@ -237,6 +237,18 @@ func unauthorized(w http.ResponseWriter, code, msg string) {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := anonymous
+		if s.o.OIDC != nil { // a JWT or a session cookie; else the token file
+			oc, until, ok, done := s.oidcCaller(w, r)
+			if done {
+				return
+			}
+			if ok { // a stream opened with it ends when the token or session does
+				ctx, cancel := context.WithDeadline(r.Context(), until)
+				defer cancel()
+				s.serveAs(w, r.WithContext(ctx), next, oc)
+				return
+			}
+		}
 		if s.o.Tokens != nil {
 			h := r.Header.Get("Authorization")
 			if h == "" {
@@ -249,18 +261,24 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				unauthorized(w, "invalid_token", "Authorization must be Bearer <token>")
 				return
 			}
-			t := s.o.Tokens.Lookup(tok)
+			t := s.o.TokenStore.Lookup(tok) // the set in use: reloads swap it
 			if t == nil {
 				unauthorized(w, "invalid_token", "unknown token")
 				return
 			}
-			c = Caller{Name: t.Name, Role: t.Role}
+			c = Caller{Name: t.Name, Role: t.Role, Via: "token"}
+			r = r.WithContext(withToken(r.Context(), t)) // for untilRevoked
 		}
-		if ri := reqInfoFrom(r.Context()); ri != nil {
-			ri.caller = c.Name
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		s.serveAs(w, r, next, c)
 	})
+}
+
+// serveAs serves r as caller c.
+func (s *Server) serveAs(w http.ResponseWriter, r *http.Request, next http.Handler, c Caller) {
+	if ri := reqInfoFrom(r.Context()); ri != nil {
+		ri.caller = c.Name
+	}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 }
 
 // methodRole is the least role a request's method needs, the floor under

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/authorization"
 	"github.com/nofly-dev/nofly/authorization/authstore"
 	"github.com/nofly-dev/nofly/geofence"
@@ -215,6 +216,7 @@ func (a *authorizationsAPI) create(w http.ResponseWriter, r *http.Request) {
 		invalidAuthorization(w, err)
 		return
 	}
+	base := a.s.auditEntry(r, audit.ActionAuthorizationCreate, "", http.StatusCreated)
 	a.change(w, r, http.StatusCreated, func(ctx context.Context, cur *authorization.Set) (authstore.Entry, authorization.Authorization, *apiError) {
 		au, err := req.New(authstore.NewID(a.store.Now(), cur), callerName(ctx))
 		if err != nil {
@@ -224,6 +226,7 @@ func (a *authorizationsAPI) create(w http.ResponseWriter, r *http.Request) {
 			}
 			return authstore.Entry{}, au, &apiError{http.StatusInternalServerError, "internal", err.Error(), nil}
 		}
+		ctx = audit.WithChange(ctx, withDetail(base, au.ID, au), a.s.auditLog().Retention(), a.s.o.Now)
 		e, err := a.store.Create(ctx, cur, au)
 		return e, au, storeError(err)
 	})
@@ -234,8 +237,9 @@ func (a *authorizationsAPI) create(w http.ResponseWriter, r *http.Request) {
 // revoked_by); 404 unknown, 409 already ended.
 func (a *authorizationsAPI) revoke(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "authorization_id")
+	base := a.s.auditEntry(r, audit.ActionAuthorizationRevoke, id, http.StatusOK)
 	a.change(w, r, http.StatusOK, func(ctx context.Context, cur *authorization.Set) (authstore.Entry, authorization.Authorization, *apiError) {
-		e, au, err := a.store.Revoke(ctx, cur, id, callerName(ctx))
+		e, au, err := a.store.Revoke(audit.WithChange(ctx, base, a.s.auditLog().Retention(), a.s.o.Now), cur, id, callerName(ctx))
 		switch {
 		case errors.Is(err, authstore.ErrNotFound):
 			return e, au, &apiError{http.StatusNotFound, "not_found", fmt.Sprintf("no authorization %q in version %d", id, cur.Version),
@@ -392,4 +396,11 @@ func (a *authorizationsAPI) history(w http.ResponseWriter, r *http.Request) {
 			return m, err
 		},
 	})
+}
+
+// withDetail is e on target with detail's JSON (the authorisation made).
+func withDetail(e audit.Entry, target string, detail any) audit.Entry {
+	e.Target = target
+	e.Detail, _ = json.Marshal(detail)
+	return e
 }

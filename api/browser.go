@@ -96,7 +96,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 					map[string]any{"field": "Authorization"})
 				return
 			}
-			if fw.forwarded && s.o.Tokens == nil && s.o.Off == "" && !fw.client.IsLoopback() {
+			if fw.forwarded && s.o.Tokens == nil && s.o.OIDC == nil && s.o.Off == "" && !fw.client.IsLoopback() {
 				writeError(w, http.StatusForbidden, "not_loopback",
 					"without --api-tokens the API serves loopback clients only, and the trusted proxy forwarded "+httpguard.Clip(r.RemoteAddr, 60),
 					map[string]any{"client": httpguard.Clip(r.RemoteAddr, 60)})

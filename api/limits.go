@@ -73,7 +73,8 @@ var bulkRoutes = map[string]bool{
 // timeout, so a client on a slow link gets them as long as it keeps
 // reading at --http-min-body-rate.
 func largeAnswer(route string) bool {
-	return bulkRoutes[route] || route == "GET /v1/events" || route == "GET /v1/alarms" || route == "GET /v1/authorizations"
+	return bulkRoutes[route] || route == "GET /v1/events" || route == "GET /v1/alarms" || route == "GET /v1/authorizations" ||
+		route == "GET "+basemapPath
 }
 
 // routeOf is "METHOD /pattern" of a routed request.
@@ -175,6 +176,10 @@ func (l *limits) limitStreams(next http.Handler) http.Handler {
 		g := l.open.WithLabelValues(pattern)
 		g.Inc()
 		defer g.Dec()
+		// A stream is authenticated once: it ends when its token is
+		// revoked by a reload of the token file (tokenstore.go).
+		r, stop := l.s.untilRevoked(r)
+		defer stop()
 		httpserve.Stream(w, r)
 		next.ServeHTTP(w, r)
 	})

@@ -79,6 +79,7 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 		cached: mapZones{version: -1}, viewBuild: make(chan struct{}, 1)}
 	r.With(s.require(RoleViewer)).Get("/v1/me", m.me)
 	r.With(s.require(RoleViewer)).Get("/v1/map/zones", m.zonesView)
+	r.With(s.require(RoleViewer)).Get("/v1/map/zones/search", (&zoneSearch{m: m}).serve)
 	m.registerPositions()
 	r.With(s.require(RoleViewer)).Get("/v1/map/positions", m.positions)
 }
@@ -87,8 +88,12 @@ func (s *Server) mountMap(r chi.Router, ev *eventsAPI) {
 // role may do.
 func (m *mapAPI) me(w http.ResponseWriter, r *http.Request) {
 	c, _ := CallerFrom(r.Context()) // require set it (anonymous without a token file)
-	writeJSON(w, http.StatusOK, map[string]any{"name": c.Name, "role": c.Role.String(),
-		"can_ack": c.Role >= RoleOperator, "can_edit_zones": c.Role >= RoleAdmin})
+	me := map[string]any{"name": c.Name, "role": c.Role.String(),
+		"can_ack": c.Role >= RoleOperator, "can_edit_zones": c.Role >= RoleAdmin, "via": c.Via}
+	if c.csrf != "" { // a session: its writes need it as X-CSRF-Token
+		me["csrf_token"] = c.csrf
+	}
+	writeJSON(w, http.StatusOK, me)
 }
 
 // The drawing of a zone volume: GeoJSON geometry (a MultiPolygon, or the
@@ -402,6 +407,18 @@ type posDrone struct {
 	LastSeen *time.Time `json:"last_seen"`
 	Stale    bool       `json:"stale"`
 	Alarms   []posAlarm `json:"alarms"`
+	// Operator is its pilot as last reported (absent: never), compact: the
+	// page draws it and its age; the range and bearing it computes.
+	Operator *posPilot `json:"operator,omitempty"`
+}
+
+// posPilot is a pilot in a positions frame: where (to 6 decimals, 0.1
+// m), the location type and the ts of the position that reported it.
+type posPilot struct {
+	Lat  float64   `json:"lat"`
+	Lon  float64   `json:"lon"`
+	Type string    `json:"type"`
+	TS   time.Time `json:"ts"`
 }
 
 type posAlarm struct {

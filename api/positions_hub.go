@@ -252,6 +252,9 @@ func (h *posHub) read(ctx context.Context, fd *dronestore.Feed, seq uint64, entr
 			pd.Alarms[i] = posAlarm{AlarmID: a.AlarmID, ZoneID: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category,
 				SignalLostSince: a.SignalLostSince}
 		}
+		if o := d.Operator; o != nil {
+			pd.Operator = &posPilot{Lat: round6(o.Lat), Lon: round6(o.Lon), Type: o.Type, TS: o.TS}
+		}
 		b, err := json.Marshal(pd)
 		if err != nil {
 			s.err = err

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
 	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -34,6 +35,10 @@ const (
 type Caller struct {
 	Name string
 	Role Role
+	// Via is how the caller signed in: "token" (the token file), "oidc" (a
+	// session or the provider's JWT), "" (anonymous, no token file).
+	Via  string
+	csrf string // the session's CSRF token (GET /v1/me), "" without a session
 }
 
 type callerKey struct{}
@@ -84,6 +89,16 @@ type Options struct {
 	// every request is the caller "anonymous" with role admin, which
 	// cmd/alerter allows only on a loopback listener.
 	Tokens *Tokens
+	// TokenStore, when set, is where requests find Tokens (which is then
+	// its first set): a reload swaps the set in use (api/tokenstore.go).
+	// Without it a store is made of Tokens, which then never changes.
+	TokenStore *TokenStore
+	// OIDC, when set, signs people in through the provider (/auth/...,
+	// session cookies) and accepts its JWT access tokens as bearer tokens
+	// (api/oidc.go); with it a request is never anonymous. AuditAuth, when
+	// set, is told of each sign-in and sign-out.
+	OIDC      *OIDC
+	AuditAuth func(ctx context.Context, e AuthEvent)
 	// Off, when not empty, turns the /v1 routes off (503 saying Off) while
 	// /healthz, /readyz, /metrics and /openapi.json stay on.
 	Off string
@@ -120,6 +135,14 @@ type Options struct {
 	// the page holds no data, its API calls carry the token.
 	Dashboard      http.Handler
 	DashboardFiles []string
+
+	// Audit is the audit trail (package audit); nil: one on Redis kept
+	// audit.DefaultRetention.
+	Audit *audit.Log
+
+	// Basemap is what the dashboard draws under the zones
+	// (GET /v1/map/basemap, /v1/map/basemap.pmtiles; api/basemap.go).
+	Basemap Basemap
 }
 
 // Server is the HTTP alert API.
@@ -153,6 +176,9 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.TokenStore == nil && o.Tokens != nil {
+		o.TokenStore = NewTokenStore(o.Tokens)
+	}
 	o.Web.CORSOrigins = o.CORSOrigins
 	web, err := httpguard.New(o.Web)
 	if err != nil {
@@ -183,6 +209,7 @@ func (s *Server) require(role Role) func(http.Handler) http.Handler {
 				r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 			}
 			if c.Role < role {
+				s.auditDenied(r)
 				writeError(w, http.StatusForbidden, "forbidden",
 					"token "+c.Name+" has role "+c.Role.String()+"; this route needs "+role.String(),
 					map[string]any{"role": c.Role.String(), "required_role": role.String()})
@@ -242,6 +269,7 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { methodNotAllowed(w, r, allowed(r)) })
 	s.mountOps(r)
 	s.mountDashboard(r)
+	s.mountAuth(r)
 	r.Group(func(r chi.Router) {
 		lim := s.newLimits()
 		r.Use(s.apiOff, s.limitAddr(), s.authenticate, s.limitToken(), s.methodFloor, s.limitBody, s.vet, lim.limitStreams, lim.limitBulk, lim.paceAnswers)
@@ -251,6 +279,8 @@ func (s *Server) Handler() http.Handler {
 		s.mountZones(r)
 		s.mountAuthorizations(r)
 		s.mountDrones(r)
+		s.mountBasemap(r)
+		s.mountAudit(r)
 	})
 	return r
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
 	"github.com/nofly-dev/nofly/internal/gchold"
@@ -390,6 +391,7 @@ func (z *zonesAPI) putSet(w http.ResponseWriter, r *http.Request) {
 		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
 		return
 	}
+	r = r.WithContext(z.s.auditChange(r, audit.ActionZonesPut, "", http.StatusOK, nil))
 	z.change(w, r, func(zonestore.Entry) ([]byte, *apiError) { return b, nil })
 }
 
@@ -414,6 +416,7 @@ func (z *zonesAPI) putFeature(w http.ResponseWriter, r *http.Request) {
 		zoneError(w, aerr.status, aerr.code, aerr.msg, aerr.details)
 		return
 	}
+	r = r.WithContext(z.s.auditChange(r, audit.ActionZonePut, id, http.StatusOK, nil))
 	z.change(w, r, func(e zonestore.Entry) ([]byte, *apiError) {
 		f, aerr := featureWithID(b, id, e.Format)
 		if aerr != nil {
@@ -466,6 +469,7 @@ func featureWithID(b []byte, id, format string) (json.RawMessage, *apiError) {
 
 func (z *zonesAPI) delete(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
+	r = r.WithContext(z.s.auditChange(r, audit.ActionZoneDelete, id, http.StatusOK, nil))
 	z.change(w, r, func(e zonestore.Entry) ([]byte, *apiError) {
 		doc, had, err := zonestore.WithoutFeature(e.Zones, id)
 		if err != nil {

@@ -101,3 +101,43 @@ func TestHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestTileOrigin: --map-tiles admits exactly its origin as an image
+// source; a template that is not one http(s) origin is refused.
+func TestTileOrigin(t *testing.T) {
+	for _, c := range []struct {
+		template, origin, err string
+	}{
+		{"https://tile.example/{z}/{x}/{y}.png", "https://tile.example", ""},
+		{"http://10.0.0.5:8080/osm/{z}/{x}/{y}.png?key=abc", "http://10.0.0.5:8080", ""},
+		{"https://tile.example/{z}/{x}.png", "", "no {y}"},
+		{"ftp://tile.example/{z}/{x}/{y}.png", "", "http(s)"},
+		{"https://user:pw@tile.example/{z}/{x}/{y}.png", "", "without credentials"},
+		{"https://{z}.tile.example/{x}/{y}.png", "", "one origin"},
+		{"https://tile.example/{z}/{x}/{y}.png; script-src *", "", "one origin"},
+		{"/tiles/{z}/{x}/{y}.png", "", "http(s)"},
+	} {
+		o, err := TileOrigin(c.template)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.template, err, c.err)
+			}
+			continue
+		}
+		if err != nil || o != c.origin {
+			t.Errorf("%s: %q %v, want %q", c.template, o, err, c.origin)
+		}
+	}
+	csp := CSPFor("https://tile.example")
+	if want := "default-src 'self'; img-src 'self' data: https://tile.example; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"; csp != want {
+		t.Errorf("CSPFor: %q, want %q", csp, want)
+	}
+	if CSPFor("") != CSP {
+		t.Error("CSPFor(\"\") is not CSP")
+	}
+	res := httptest.NewRecorder()
+	HandlerFor("https://tile.example").ServeHTTP(res, httptest.NewRequest("GET", "/", nil))
+	if res.Header().Get("Content-Security-Policy") != csp {
+		t.Errorf("HandlerFor's CSP %q", res.Header().Get("Content-Security-Policy"))
+	}
+}

@@ -244,7 +244,7 @@ func TestHostileBrowserCrossSiteAndRebinding(t *testing.T) {
 	run(t, ctx, "open the dashboard", chromedp.Navigate(s.alerter+"/"), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)))
 	sel := `#active li.alarm[data-state="active"][data-acked="false"]`
 	run(t, ctx, "ack from the dashboard", chromedp.WaitVisible(chromedp.CSS(sel+` button.ack`)),
-		chromedp.SendKeys(chromedp.CSS(sel+` .ackrow input`), "seen"), chromedp.Click(chromedp.CSS(sel+` button.ack`)),
+		ackWithNote(sel, "seen"),
 		chromedp.WaitVisible(chromedp.CSS(`#active li.alarm[data-acked="true"]`)))
 	if !acked() {
 		t.Fatal("the dashboard's ack did not ack")

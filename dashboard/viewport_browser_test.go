@@ -145,6 +145,14 @@ func TestDashboardZonesByViewport(t *testing.T) {
 	if len(drawn) != a.InView || len(drawn) == 0 || len(drawn) > 5000 {
 		t.Errorf("drawn %d zones, the server has %d in the view's box", len(drawn), a.InView)
 	}
+	// The zone names' placement (wayfind.js) over the most zones a view
+	// draws: a pass over them when the map stops moving.
+	ls := eval[map[string]any](b, `nofly.labelStats()`)
+	t.Logf("zone labels at the airport view: %v drawn of %v candidates, placed in %.1f ms (the most of %v passes %.1f ms)",
+		ls["drawn"], ls["candidates"], ls["ms"], ls["runs"], ls["maxMs"])
+	if ms, _ := ls["maxMs"].(float64); ms > 100 {
+		t.Errorf("placing the zone labels took %.1f ms, want well under 100", ms)
+	}
 	b.shot("zones-airport")
 	before := map[string]bool{}
 	for _, id := range drawn {

@@ -93,8 +93,12 @@ func (m *Memory) Commit(ctx context.Context, partition int, expected int64, b Ba
 			mp.tracks[id] = tr
 		}
 		tr.points = append(tr.points, append([]byte(nil), pt...))
-		if n := len(tr.points); n > DefaultTrackLen {
-			tr.points = append([][]byte(nil), tr.points[n-DefaultTrackLen:]...)
+		keep := DefaultTrackLen
+		if b.Held[id] {
+			keep = DefaultHeldTrackLen
+		}
+		if n := len(tr.points); n > keep {
+			tr.points = append([][]byte(nil), tr.points[n-keep:]...)
 		}
 		tr.expires = now.Add(DefaultTrackTTL)
 	}
@@ -140,7 +144,8 @@ func (m *Memory) Outbox(ctx context.Context, partition int) ([]Entry, error) {
 }
 
 // Track returns drone's track on partition, oldest point first (the last
-// DefaultTrackLen points, none once DefaultTrackTTL passed since the last).
+// DefaultTrackLen points, DefaultHeldTrackLen for a held one, none once
+// DefaultTrackTTL passed since the last).
 func (m *Memory) Track(ctx context.Context, partition int, drone string) ([][]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ type RedisOptions struct {
 	// (DefaultTrackTTL when <= 0).
 	TrackLen int
 	TrackTTL time.Duration
+	// HeldTrackLen is how many points a held track (Batch.Held) keeps
+	// (DefaultHeldTrackLen when <= 0).
+	HeldTrackLen int
 	// Replicas, when on, makes Load and Commit succeed only once the
 	// partition's primary has that many replicas holding the state read
 	// or written (--redis-min-replicas): what a failover could take back
@@ -48,9 +51,10 @@ type Redis struct {
 	ttl    time.Duration
 	ttlArg string // ttl in milliseconds, as the script's argument
 	// The script's other constant arguments: alarm retention and track TTL
-	// in milliseconds, track length.
-	retentionArg, trackTTLArg, trackLenArg string
-	wait                                   redisreplica.Wait
+	// in milliseconds, track length; and a held track's length, sent
+	// beside its point.
+	retentionArg, trackTTLArg, trackLenArg, heldLenArg string
+	wait                                               redisreplica.Wait
 }
 
 // NewRedis returns a store on client c.
@@ -79,6 +83,9 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 	if o.TrackTTL <= 0 {
 		o.TrackTTL = DefaultTrackTTL
 	}
+	if o.HeldTrackLen <= 0 {
+		o.HeldTrackLen = DefaultHeldTrackLen
+	}
 	if err := o.Replicas.Validate(); err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
@@ -89,7 +96,7 @@ func NewRedis(c redis.UniversalClient, o RedisOptions) (*Redis, error) {
 		ttlArg:       strconv.FormatInt(o.EventTTL.Milliseconds(), 10),
 		retentionArg: strconv.FormatInt(o.AlarmRetention.Milliseconds(), 10),
 		trackTTLArg:  strconv.FormatInt(o.TrackTTL.Milliseconds(), 10),
-		trackLenArg:  strconv.Itoa(o.TrackLen), wait: o.Replicas}, nil
+		trackLenArg:  strconv.Itoa(o.TrackLen), heldLenArg: strconv.Itoa(o.HeldTrackLen), wait: o.Replicas}, nil
 }
 
 // Keys names a partition's keys (docs/redis-layout.md).
@@ -261,7 +268,9 @@ func authVersion(c *redis.StringCmd) (int64, error) {
 // of the track keys (Keys.TrackPrefix), the batch's zone version, the
 // batch's log clock (unix ms, "0": none), n forgotten drones, the batch's
 // authorisation set version ("0": none), n placed drones, n new drones,
-// then (drone id, state) × n, then (drone id, track point) × t, then
+// then (drone id, state) × n, then (drone id, track point, keep) × t
+// (keep: how many points the drone's track keeps, "" for the track length;
+// a held track's length for Batch.Held), then
 // forgotten drone id × f (state, track and the two index entries deleted,
 // after the states are written), then (longitude, latitude, drone id) × g
 // (GEOADD: the drones' places), then new drone id × w (ZADD 0 into the
@@ -319,14 +328,15 @@ while first <= last do
   first = upto + 1
 end
 local tlen, tttl, tpfx = tonumber(ARGV[9]), ARGV[10], ARGV[11]
-for i = last + 1, last + 2 * nt, 2 do
+for i = last + 1, last + 3 * nt, 3 do
   local k = tpfx .. ARGV[i]
-  if redis.call('RPUSH', k, ARGV[i + 1]) > tlen then
-    redis.call('LTRIM', k, -tlen, -1)
+  local keep = tonumber(ARGV[i + 2]) or tlen
+  if redis.call('RPUSH', k, ARGV[i + 1]) > keep then
+    redis.call('LTRIM', k, -keep, -1)
   end
   redis.call('PEXPIRE', k, tttl)
 end
-last = last + 2 * nt
+last = last + 3 * nt
 if nf > 0 then
   local tk = {}
   for i = last + 1, last + nf do tk[#tk + 1] = tpfx .. ARGV[i] end
@@ -557,7 +567,7 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 			placed++
 		}
 	}
-	args := make([]any, 0, 17+2*len(b.Drones)+2*len(b.Tracks)+len(b.Forgotten)+3*placed+len(b.New)+3*len(b.Events))
+	args := make([]any, 0, 17+2*len(b.Drones)+3*len(b.Tracks)+len(b.Forgotten)+3*placed+len(b.New)+3*len(b.Events))
 	args = append(args, strconv.FormatInt(expected, 10), strconv.FormatInt(b.Applied, 10),
 		r.ttlArg, len(b.Drones), k.EventBucketPrefix(), k.EventPrefix(),
 		r.retentionArg, len(b.Tracks), r.trackLenArg, r.trackTTLArg, k.TrackPrefix(),
@@ -567,7 +577,11 @@ func (r *Redis) Commit(ctx context.Context, partition int, expected int64, b Bat
 		args = append(args, id, st)
 	}
 	for id, pt := range b.Tracks {
-		args = append(args, id, pt)
+		keep := ""
+		if b.Held[id] {
+			keep = r.heldLenArg
+		}
+		args = append(args, id, pt, keep)
 	}
 	for _, id := range b.Forgotten {
 		args = append(args, id)

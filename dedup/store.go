@@ -46,6 +46,14 @@ const (
 	DefaultTrackTTL = 24 * time.Hour
 )
 
+// DefaultHeldTrackLen is how many points a held track keeps (Batch.Held):
+// the track of a drone with an alarm, sampled every second while alarmed
+// (alerts.AlarmTrackInterval), so an incident report can draw it from
+// before the entry to after the clear: 20 minutes of an alarm at 1 s, or
+// 3 h 20 min at the ten-second pace of a drone no longer alarmed. About
+// 110 bytes a point: ~130 KB per held drone at most.
+const DefaultHeldTrackLen = 1200
+
 // The event id suffixes of an alarm's events (event id = alarm id +
 // suffix): the alarm index files each event under its id.
 const (
@@ -129,6 +137,10 @@ type Batch struct {
 	// appended to the drone's short track (the last TrackLen points are
 	// kept). Drones without a new sample are absent.
 	Tracks map[string][]byte
+	// Held are the drones of Tracks whose track is held
+	// (alerts.TrackHold): it keeps HeldTrackLen points instead of
+	// TrackLen. Nil when none.
+	Held map[string]bool
 	// ZoneVersion is the version of the zone set the batch was evaluated
 	// with (0: not versioned). When it differs from the partition's last
 	// one, the commit records that records after the expected version

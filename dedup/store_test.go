@@ -246,7 +246,10 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 	}()
 	failures := 0
 	version := dedup.NoVersion
-	for next := 0; next < batches; {
+	// At least batches commits, and more (up to 10x) until a kill has hit
+	// one mid-command: on a loaded machine 200 may all fall between kills.
+	next := 0
+	for next < batches || (failures == 0 && next < 10*batches) {
 		b := dedup.Batch{Drones: map[string][]byte{"A": []byte(fmt.Sprint(next))}, Applied: int64(next)}
 		for j := 0; j < 20; j++ {
 			b.Events = append(b.Events, ev(fmt.Sprintf("%d-%d", next, j)))
@@ -274,11 +277,11 @@ func TestRedisConnectionKilledMidCommit(t *testing.T) {
 	close(stop)
 	<-done
 	if failures == 0 {
-		t.Fatalf("no commit failed in %d batches (%d kills): the test did not exercise a dropped connection", batches, kills)
+		t.Fatalf("no commit failed in %d batches (%d kills): the test did not exercise a dropped connection", next, kills)
 	}
 	ids := eventIDs(t, s, 0)
-	if len(ids) != batches*20 {
-		t.Errorf("outbox has %d events, want %d", len(ids), batches*20)
+	if len(ids) != next*20 {
+		t.Errorf("outbox has %d events, want %d", len(ids), next*20)
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {

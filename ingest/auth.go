@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -102,19 +103,54 @@ func callerOf(r *http.Request) *caller {
 	return c
 }
 
-// newLimiters makes one token bucket per rated feed.
-func newLimiters(feeds *feedkey.Set) map[string]*rate.Limiter {
+// intake is the feeds in use and their token buckets, swapped whole by
+// SetFeeds: a request is checked against the old feeds or the new ones.
+type intake struct {
+	feeds    *feedkey.Set
+	limiters map[string]*rate.Limiter // per rated feed
+}
+
+// newLimiters makes one token bucket per rated feed, keeping old's bucket
+// of a feed whose rate and burst did not change (a reload does not give it
+// a fresh burst).
+func newLimiters(feeds *feedkey.Set, old *intake) map[string]*rate.Limiter {
 	out := map[string]*rate.Limiter{}
-	if feeds == nil {
-		return out
-	}
 	for i := range feeds.Feeds {
 		f := &feeds.Feeds[i]
-		if f.Rate > 0 {
-			out[f.Name] = rate.NewLimiter(rate.Limit(f.PerSecond()), f.Burst)
+		if f.Rate == 0 {
+			continue
 		}
+		if old != nil && old.limiters[f.Name] != nil {
+			if o := old.feeds.ByName(f.Name); o != nil && o.SameRate(f) {
+				out[f.Name] = old.limiters[f.Name]
+				continue
+			}
+		}
+		out[f.Name] = rate.NewLimiter(rate.Limit(f.PerSecond()), f.Burst)
 	}
 	return out
+}
+
+// SetFeeds puts feeds in use in place of the feeds of Options.Feeds (or of
+// the last SetFeeds): the next write is checked against them. A request
+// already past authentication finishes as its feed was. It refuses a
+// server made without Feeds (the intake's mode, keys or loopback or open,
+// is fixed at start) and nil.
+func (s *Server) SetFeeds(feeds *feedkey.Set) (feedkey.Changes, error) {
+	if feeds == nil || len(feeds.Feeds) == 0 {
+		return feedkey.Changes{}, errors.New("ingest: SetFeeds needs a feed")
+	}
+	s.feedsMu.Lock()
+	defer s.feedsMu.Unlock()
+	old := s.intake.Load()
+	if old == nil {
+		return feedkey.Changes{}, errors.New("ingest: the intake was started without feed keys; its mode is fixed at start")
+	}
+	for i := range feeds.Feeds {
+		s.auth.feedAccepted.WithLabelValues(feeds.Feeds[i].Name)
+	}
+	s.intake.Store(&intake{feeds: feeds, limiters: newLimiters(feeds, old)})
+	return feedkey.Diff(old.feeds, feeds), nil
 }
 
 // authenticate identifies the caller of every write and refuses those who
@@ -139,6 +175,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func (s *Server) identify(w http.ResponseWriter, r *http.Request) *caller {
 	switch {
 	case s.opt.Feeds != nil:
+		in := s.intake.Load()
 		key, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="nofly-ingest"`)
@@ -146,13 +183,13 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request) *caller {
 				"this intake needs a feed key: send Authorization: Bearer <key>")
 			return nil
 		}
-		f := s.opt.Feeds.Lookup(key)
+		f := in.feeds.Lookup(key)
 		if f == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="nofly-ingest", error="invalid_token"`)
 			s.refuse(w, r, http.StatusUnauthorized, authBadKey, "the Bearer key is not the key of any feed")
 			return nil
 		}
-		return &caller{name: f.Name, feed: f, limiter: s.limiters[f.Name]}
+		return &caller{name: f.Name, feed: f, limiter: in.limiters[f.Name]}
 	case s.opt.InsecureOpenIntake:
 		return &caller{name: CallerOpen}
 	case isLoopback(r.RemoteAddr):

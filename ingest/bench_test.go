@@ -19,11 +19,13 @@ func (nopProducer) Produce(context.Context, []producer.Record) error { return ni
 // 100 records, by content type.
 func BenchmarkPostTelemetry(b *testing.B) {
 	const n = 100
-	var nd, arr bytes.Buffer
+	var nd, ndOp, arr bytes.Buffer
 	arr.WriteByte('[')
 	for i := range n {
 		nd.WriteString(rec("UAV-0042", i))
 		nd.WriteByte('\n')
+		r := rec("UAV-0042", i)
+		ndOp.WriteString(r[:len(r)-1] + `,"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}}` + "\n")
 		if i > 0 {
 			arr.WriteByte(',')
 		}
@@ -36,6 +38,7 @@ func BenchmarkPostTelemetry(b *testing.B) {
 	}{
 		{"ndjson", "application/x-ndjson", nd.Bytes()},
 		{"json-array", "application/json", arr.Bytes()},
+		{"ndjson-operator", "application/x-ndjson", ndOp.Bytes()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, err := NewServer(Options{Producer: nopProducer{}, Logger: slogDiscard()})

@@ -16,6 +16,7 @@ var jsonArraySeeds = []string{
 	`[{"drone_id":"A\"]}","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46}]`,
 	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46,"extra":{"a":[1,{"b":"]"}]}}]`,
 	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46,"speed_mps":"fast"}]`,
+	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46,"operator":{"lat":51.469,"lon":-0.452,"type":"fixed"}},{"drone_id":"B","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46,"operator":{"lat":"]"}}]`,
 	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46} {"drone_id":"B"}]`,
 	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46},]`,
 	`[{"drone_id":"A","seq":1,"ts":"2026-12-04T10:00:00Z","lat":51.47,"lon":-0.46}] x`,

@@ -168,3 +168,47 @@ func TestODIDRoute(t *testing.T) {
 		t.Fatalf("%d %v", code, m)
 	}
 }
+
+// TestFeedRoutesOperator: the pilot's position of a Remote ID feed reaches
+// the Kafka value; one out of range is dropped by the record's validation,
+// the warning naming the feed's own field, and the position produced.
+func TestFeedRoutesOperator(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	ts := now.Add(-2 * time.Second).Format(time.RFC3339Nano)
+	flight := func(id, loc string) string {
+		f := ridFlight(id, ts, 51.47)
+		return f[:len(f)-1] + `,"details":{"operator_location":` + loc + `}}`
+	}
+	fp := &fakeProducer{}
+	s := newTestServer(t, fp, Limits{})
+	body := `{"flights":[` + flight("f1", `{"position":{"lat":51.469,"lng":-0.452},"altitude":{"value":95,"reference":"W84","units":"M"},"altitude_type":"Dynamic"}`) +
+		`,` + flight("f2", `{"position":{"lat":95,"lng":-0.452}}`) + `]}`
+	code, m := postFeed(t, s, RouteRID, "application/json", body)
+	ws, _ := m["warnings"].([]any)
+	if code != http.StatusAccepted || m["accepted"] != 2.0 || len(ws) != 1 ||
+		ws[0].(map[string]any)["field"] != "flights[1].details.operator_location" || ws[0].(map[string]any)["line"] != 2.0 {
+		t.Fatalf("%d %v", code, m)
+	}
+	recs := fp.produced()
+	if !strings.HasSuffix(string(recs[0].Value), `,"operator":{"lat":51.469,"lon":-0.452,"alt_m":95,"type":"live"}}`) ||
+		!strings.HasSuffix(string(recs[1].Value), `,"dropped":"operator"}`) {
+		t.Fatalf("records\n%s\n%s", recs[0].Value, recs[1].Value)
+	}
+
+	fp = &fakeProducer{}
+	s = newTestServer(t, fp, Limits{})
+	pack, err := os.ReadFile("../testdata/feeds/librid/system_pack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, m := postFeed(t, s, RouteODID, "application/json", string(pack)); code != http.StatusAccepted || m["accepted"] != 1.0 {
+		t.Fatalf("%d %v", code, m)
+	}
+	p, err := telemetry.Decode(fp.produced()[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p.Operator; o == nil || o.Lat != 60.287032 || o.Lon != 24.539719 || o.AltM == nil || *o.AltM != 50 || o.Type != telemetry.OperatorTakeoff {
+		t.Fatalf("record %s", fp.produced()[0].Value)
+	}
+}

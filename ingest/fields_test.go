@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nofly-dev/nofly/telemetry"
 )
 
 const req = `"drone_id":"D","seq":%d,"ts":"2026-12-02T10:15:03Z","lat":51.47,"lon":-0.46`
@@ -107,6 +109,81 @@ func TestOptionalFieldsKeepThePosition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOperatorThroughIngest: the pilot's position goes into the Kafka
+// value as sent (canonical), and reads back from it as the alerter reads
+// it; a bad one is dropped with a warning naming its member, the drone's
+// position produced all the same, and an old record without one is
+// unchanged.
+func TestOperatorThroughIngest(t *testing.T) {
+	lines := []string{
+		line(1, `"operator":{"type":"live","alt_m":95.50,"lat":51.4690,"lon":-0.452,"note":"x"}`),
+		line(2, `"operator":{"lat":51.469,"lon":-0.452}`),
+		line(3, `"operator":{"lat":0,"lon":0,"type":"takeoff"}`), // ODID's unknown
+		line(4, `"operator":{"lat":95,"lon":-0.452}`),
+		line(5, `"operator":{"lat":51.469,"lon":-0.452,"type":"dynamic"}`),
+		line(6, `"operator":"here"`),
+		line(7, `"operator":null,"alt_m":80`),
+		line(8, ``),
+	}
+	const head = `{"drone_id":"D","seq":%d,"ts":"2026-12-02T10:15:03Z","lat":51.47,"lon":-0.46`
+	wantValues := []string{
+		fmt.Sprintf(head+`,"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}}`, 1),
+		fmt.Sprintf(head+`,"operator":{"lat":51.469,"lon":-0.452}}`, 2),
+		fmt.Sprintf(head+`}`, 3),
+		fmt.Sprintf(head+`,"dropped":"operator"}`, 4),
+		fmt.Sprintf(head+`,"operator":{"lat":51.469,"lon":-0.452}}`, 5), // the type alone is dropped: the position is still known
+		fmt.Sprintf(head+`,"dropped":"operator"}`, 6),
+		fmt.Sprintf(head+`,"alt_m":80}`, 7),
+		fmt.Sprintf(head+`}`, 8),
+	}
+	wantWarnings := []LineWarning{
+		{Line: 4, Field: "operator.lat", Warning: "95 is outside -90..90; the operator was dropped"},
+		{Line: 5, Field: "operator.type", Warning: `"dynamic" is not takeoff, live or fixed; dropped`},
+		{Line: 6, Field: "operator", Warning: "must be a JSON object, got a JSON string; dropped"},
+	}
+	fp := &fakeProducer{}
+	s := newTestServer(t, fp, Limits{})
+	res := post(t, s, ndjson, strings.Join(lines, "\n"))
+	if res.code != http.StatusAccepted {
+		t.Fatalf("status %d (%+v): a position was lost over its pilot's", res.code, res.errBody)
+	}
+	got := fp.produced()
+	if len(got) != len(lines) {
+		t.Fatalf("produced %d, want %d", len(got), len(lines))
+	}
+	for i, r := range got {
+		if string(r.Value) != wantValues[i] {
+			t.Errorf("record %d\n got %s\nwant %s", i+1, r.Value, wantValues[i])
+		}
+		// The alerter's read of the Kafka value gives the same record back.
+		p, err := telemetry.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("record %d: the alerter cannot read %s: %v", i+1, r.Value, err)
+		}
+		if again := p.AppendJSON(nil); string(again) != string(r.Value) {
+			t.Errorf("record %d: read back as %s", i+1, again)
+		}
+	}
+	p, _ := telemetry.Decode(got[0].Value)
+	if o := p.Operator; o == nil || o.Lat != 51.469 || o.Lon != -0.452 || o.AltM == nil || *o.AltM != 95.5 || o.Type != telemetry.OperatorLive {
+		t.Errorf("operator read back %+v", o)
+	}
+	if fmt.Sprint(res.okBody.Warnings) != fmt.Sprint(wantWarnings) {
+		t.Errorf("warnings\n got %+v\nwant %+v", res.okBody.Warnings, wantWarnings)
+	}
+	m := metricsText(t, s)
+	for _, w := range []string{
+		`nofly_ingest_fields_dropped_total{field="operator.lat"} 1`,
+		`nofly_ingest_fields_dropped_total{field="operator.type"} 1`,
+		`nofly_ingest_fields_dropped_total{field="operator"} 1`,
+		`nofly_ingest_fields_dropped_total{field="operator.alt_m"} 0`,
+	} {
+		if !strings.Contains(m, w) {
+			t.Errorf("metrics lack %q", w)
+		}
 	}
 }
 

@@ -77,6 +77,10 @@ func fuzzHandler(f *testing.F) {
 		{2, 1, 0, false, `[{"Location":{"Latitude":51.47,"Longitude":-0.46,"TimeStamp":300.5}}]`, "", ""},
 		{3, 0, 0, false, good, "", ""},
 		{0, 0, 4, false, good, "", ""},
+		// The pilot's position: kept, dropped whole, dropped in part.
+		{0, 0, 0, false, good[:len(good)-1] + `,"operator":{"lat":51.469,"lon":-0.452,"type":"live"}}` + "\n" +
+			wild[:len(wild)-1] + `,"operator":{"lat":95,"lon":1}}` + "\n" + future[:len(future)-1] + `,"operator":{"lat":1,"lon":2,"type":7}}`, "", ""},
+		{1, 1, 0, false, `{"flights":[{"id":"F2","details":{"operator_location":{"position":{"lat":51.469,"lng":-0.452},"altitude_type":"Dynamic"}},"current_state":{"timestamp":{"value":"2026-12-02T10:15:03Z","format":"RFC3339"},"position":{"lat":51.47,"lng":-0.46}}}]}`, "", ""},
 	} {
 		f.Add(s.route, s.ctype, s.enc, s.gz, []byte(s.body), s.ct, s.auth)
 	}

@@ -60,7 +60,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
 
 	"github.com/nofly-dev/nofly/ingest/feedkey"
 	"github.com/nofly-dev/nofly/internal/httpguard"
@@ -157,7 +156,8 @@ type Server struct {
 	log      *slog.Logger
 	m        *metrics
 	auth     *authMetrics
-	limiters map[string]*rate.Limiter // per rated feed
+	intake   atomic.Pointer[intake] // the feeds in use (nil without Feeds): SetFeeds swaps it
+	feedsMu  sync.Mutex             // serialises SetFeeds
 	router   chi.Router
 	web      *httpguard.Guard
 	draining atomic.Bool
@@ -214,7 +214,10 @@ func NewServer(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	s := &Server{opt: opt, log: opt.Logger, m: m, auth: am, limiters: newLimiters(opt.Feeds), web: web}
+	s := &Server{opt: opt, log: opt.Logger, m: m, auth: am, web: web}
+	if opt.Feeds != nil {
+		s.intake.Store(&intake{feeds: opt.Feeds, limiters: newLimiters(opt.Feeds, nil)})
+	}
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, s.forwarded, s.observe, s.guard, s.authenticate)

@@ -46,7 +46,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Optional fields dropped from accepted records, their value being outside every convention (the 202 lists them), by JSON field.",
 		}, []string{"field"}),
 	}
-	for _, f := range []string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m"} {
+	for _, f := range []string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m",
+		"operator", "operator.lat", "operator.lon", "operator.alt_m", "operator.type"} {
 		m.fieldsDropped.WithLabelValues(f)
 	}
 	for _, r := range []string{reasonInvalid, reasonClock, reasonLineTooLong, reasonTooMany, reasonUnavailable, reasonProduce, reasonClientGone} {
@@ -145,7 +146,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 // duplicates, epoch bumps and failed records.
 type StatsCollector struct {
 	stats func() producer.Stats
-	descs [6]*prometheus.Desc
+	descs [7]*prometheus.Desc
 }
 
 // NewStatsCollector returns a collector reading stats at every scrape. stats
@@ -154,13 +155,14 @@ func NewStatsCollector(stats func() producer.Stats) *StatsCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("nofly_producer_"+name, help, nil, nil)
 	}
-	return &StatsCollector{stats: stats, descs: [6]*prometheus.Desc{
+	return &StatsCollector{stats: stats, descs: [7]*prometheus.Desc{
 		d("records_total", "Records acknowledged by the broker."),
 		d("batches_total", "Batches acknowledged by the broker."),
 		d("retries_total", "Produce attempts after a batch's first."),
 		d("duplicates_total", "Retried batches the broker had already written and dropped (idempotence at work)."),
 		d("epoch_bumps_total", "Epoch bumps or producer id re-initialisations after a sequence was lost."),
 		d("failed_records_total", "Records reported to callers as not acknowledged."),
+		d("requests_total", "Produce requests sent: one per leader each time the producer sends, holding every partition batch queued then (batches_total / requests_total is the partitions a request carries)."),
 	}}
 }
 
@@ -174,7 +176,7 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
-	for i, v := range []int64{st.Records, st.Batches, st.Retries, st.Duplicates, st.EpochBumps, st.Failed} {
+	for i, v := range []int64{st.Records, st.Batches, st.Retries, st.Duplicates, st.EpochBumps, st.Failed, st.Requests} {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
 	}
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// Logger receives retries, epoch bumps and failures. Default slog.Default().
 	Logger *slog.Logger
 
+	// perPartitionRequests sends each partition's batch in a Produce
+	// request of its own (kafka-go's RawProduce), as before request.go:
+	// for the side-by-side benchmark.
+	perPartitionRequests bool
+
 	// batchAcked, when set, is told the record count of every acknowledged
 	// batch (benchmarks report batch sizes with it; export_test.go).
 	batchAcked func(records int)

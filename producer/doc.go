@@ -2,7 +2,8 @@
 // kafka-go's protocol client (kafka-go has no idempotent writer, its issue
 // #233): InitProducerId for a producer id and epoch, v2 record batches
 // encoded here carrying producer id, epoch and base sequence (CRC-32C), sent
-// with Client.RawProduce and acks=all.
+// with acks=all, every partition's ready batch of one leader in one Produce
+// request.
 //
 //	p, err := producer.New(ctx, producer.Config{Brokers: brokers, Topic: "telemetry.positions"})
 //	...
@@ -21,7 +22,22 @@
 // original offset. Per partition, records reach the log in the order of the
 // Produce calls that carried them: one batch per partition is in flight at a
 // time (kafka-go's Client may put concurrent requests on separate
-// connections, which would reorder them), partitions are sent in parallel.
+// connections, which would reorder them).
+//
+// # One request per broker
+//
+// A partition's batch does not go in a request of its own: the batches
+// queued when the sender wakes go together, one Produce request per leader
+// (request.go); the sender waits up to 200 µs for partitions still
+// encoding, so one Produce call's batches of every partition go together.
+// Requests do not wait for one another: a slow broker holds only the
+// partitions it leads. The broker's cost is mostly per request (at
+// ingest's 8 records a partition batch, 6.7-9.8 µs a record with one
+// request per batch: BENCHMARKS.md). Each partition's answer in the
+// response is handled as before; a failure of the whole request is each
+// batch's failure, retried on its own. A partition still has one batch in
+// flight, and an attempt its caller gave up on is dropped unless already
+// sent, so a batch is never twice in one request.
 //
 // # What it does not cover
 //
@@ -105,6 +121,10 @@
 //     success and its original offset, not DUPLICATE_SEQUENCE_NUMBER, and an
 //     older one with OUT_OF_ORDER_SEQUENCE_NUMBER (TestBrokerAnswersToResentBatches).
 //     With one batch in flight per partition a retry is always the newest.
+//   - kafka-go's rawproduce.Request refuses partitions of different leaders
+//     in one request ("mismatching leaders"), by its own cached layout: the
+//     sender groups by the leaders of a metadata request of its own, and
+//     reads it again after any failed request (a retry, then, regroups).
 //   - kafka-go's Client has no "refresh metadata" call; dropping the
 //     transport's connection pools (CloseIdleConnections) does it.
 //   - A kafka.Writer{} literal defaults to acks=none: set RequiredAcks

@@ -51,14 +51,15 @@ func BenchmarkIngest202Linger(b *testing.B) {
 	)
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	type side struct {
-		name   string
-		always bool
-		lat    []float64 // ms
-		prod   []float64 // ms, Produce alone (inside the handler)
-		sizes  []int
-		reqs   int
+		name     string
+		always   bool
+		perBatch bool      // a Produce request per partition batch (the old way)
+		lat      []float64 // ms
+		prod     []float64 // ms, Produce alone (inside the handler)
+		sizes    []int
+		reqs     int
 	}
-	sides := []*side{{name: "linger", always: true}, {name: "ours"}}
+	sides := []*side{{name: "linger", always: true}, {name: "ours"}, {name: "perbatch", perBatch: true}}
 	var seqBase int64
 
 	run := func(s *side, seconds int) {
@@ -66,6 +67,9 @@ func BenchmarkIngest202Linger(b *testing.B) {
 		var sizes []int
 		cfg := producer.WithBatchAcked(producer.Config{Brokers: brokers, Topic: topic, Logger: discard, AlwaysLinger: s.always},
 			func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() })
+		if s.perBatch {
+			cfg = producer.WithRequestPerBatch(cfg)
+		}
 		prod, err := producer.New(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,6 +17,10 @@ import (
 type partState struct {
 	id   int
 	wake chan struct{} // capacity 1: "records were enqueued"
+	// idle: the partition goroutine waits for records (no batch of it in
+	// flight), so records enqueued now make a batch at once: Produce marks
+	// it preparing for the sender's gather (request.go).
+	idle atomic.Bool
 
 	mu        sync.Mutex
 	pend      []pending
@@ -66,16 +71,23 @@ func (b *batch) complete(err error) {
 func (p *Producer) runPartition(ps *partState) {
 	defer p.wg.Done()
 	for {
-		if !p.waitForRecords(ps) {
+		ps.idle.Store(true)
+		more := p.waitForRecords(ps)
+		ps.idle.Store(false)
+		if !more {
+			p.sender.ready(ps.id)
 			return
 		}
+		p.sender.preparing(ps.id)
 		sess, err := p.sess.acquire(p.ctx)
 		if err != nil {
+			p.sender.ready(ps.id)
 			p.failQueued(ps, ErrClosed)
 			return
 		}
 		b, err := p.takeBatch(ps, sess)
 		if err != nil || b == nil {
+			p.sender.ready(ps.id)
 			p.sess.release()
 			if err != nil {
 				p.log.Error("encode batch", "partition", ps.id, "error", err)
@@ -83,6 +95,7 @@ func (p *Producer) runPartition(ps *partState) {
 			continue
 		}
 		res := p.sendBatch(ps.id, b)
+		p.sender.ready(ps.id) // (sendBatch's first attempt did, unless it sent none)
 		p.sess.release()
 		p.settle(ps, b, res)
 	}

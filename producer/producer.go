@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
 )
 
 // Producer is an idempotent Kafka producer for one topic: a producer id and
 // epoch from InitProducerId, a sequence number per partition, v2 record
-// batches encoded here and sent with kafka-go's Client.RawProduce, acks=all.
+// batches encoded here and sent, every partition's ready batch of one
+// leader in one Produce request (request.go), acks=all.
 // It is safe for concurrent use.
 type Producer struct {
 	cfg       Config
@@ -39,8 +39,11 @@ type Producer struct {
 
 	lastRefresh atomic.Int64 // unix nanos of the last forced metadata refresh
 
+	sender     sender        // the batches ready to go, one Produce request per leader (request.go)
+	senderDone chan struct{} // closed when runSender returns (after cancel)
+
 	stats struct {
-		records, batches, retries, duplicates, bumps, failed atomic.Int64
+		records, batches, requests, retries, duplicates, bumps, failed atomic.Int64
 	}
 }
 
@@ -48,6 +51,7 @@ type Producer struct {
 type Stats struct {
 	Records    int64 // records acknowledged by the broker
 	Batches    int64 // batches acknowledged
+	Requests   int64 // Produce requests sent: one per leader and send, holding every partition's batch queued then
 	Retries    int64 // produce attempts after a batch's first
 	Duplicates int64 // batches the broker had already written (DUPLICATE_SEQUENCE_NUMBER, or a retry answered with the original offset)
 	EpochBumps int64 // epoch bumps or re-initialisations after a sequence was lost
@@ -62,6 +66,7 @@ func (p *Producer) Stats() Stats {
 	return Stats{
 		Records:    p.stats.records.Load(),
 		Batches:    p.stats.batches.Load(),
+		Requests:   p.stats.requests.Load(),
 		Retries:    p.stats.retries.Load(),
 		Duplicates: p.stats.duplicates.Load(),
 		EpochBumps: p.stats.bumps.Load(),
@@ -109,6 +114,10 @@ func New(ctx context.Context, cfg Config) (*Producer, error) {
 
 	p.part = newPartitioner(n)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.sender.wake = make(chan struct{}, 1)
+	p.sender.prep = make([]bool, n)
+	p.senderDone = make(chan struct{})
+	go p.runSender()
 	p.parts = make([]*partState, n)
 	for i := range p.parts {
 		ps := &partState{id: i, wake: make(chan struct{}, 1)}
@@ -137,6 +146,9 @@ func (p *Producer) partitionCount(ctx context.Context) (int, error) {
 		if len(t.Partitions) == 0 {
 			return 0, fmt.Errorf("producer: topic %q has no partitions", p.cfg.Topic)
 		}
+		p.sender.mu.Lock() // the sender's first leaders (request.go)
+		p.sender.setLeadersLocked(md, p.cfg.Topic)
+		p.sender.mu.Unlock()
 		return len(t.Partitions), nil
 	}
 	return 0, fmt.Errorf("producer: topic %q: %w", p.cfg.Topic, kafka.UnknownTopicOrPartition)
@@ -254,6 +266,11 @@ func (p *Producer) enqueue(c *call, recs []Record, targets []int32) {
 			targets[i] = -1 // enqueued
 		}
 		ps.mu.Unlock()
+		if !p.cfg.AlwaysLinger && ps.idle.Load() {
+			// It takes these at once: the sender's gather waits for its
+			// batch, so the call's batches go in one request.
+			p.sender.preparing(ps.id)
+		}
 		ps.signal()
 		for start < len(recs) && targets[start] < 0 {
 			start++
@@ -284,6 +301,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		<-done
 	}
 	p.cancel()
+	<-p.senderDone
 	p.transport.CloseIdleConnections()
 	return err
 }
@@ -353,21 +371,4 @@ func incrementSequence(seq int32, n int) int32 {
 		return int32(int64(seq) + int64(n) - math.MaxInt32 - 1)
 	}
 	return seq + int32(n)
-}
-
-// rawProduce sends one encoded batch once.
-func (p *Producer) rawProduce(ctx context.Context, partition int, encoded []byte) (*kafka.ProduceResponse, error) {
-	res, err := p.client.RawProduce(ctx, &kafka.RawProduceRequest{
-		Topic:        p.cfg.Topic,
-		Partition:    partition,
-		RequiredAcks: kafka.RequireAll,
-		RawRecords:   protocol.RawRecordSet{Reader: rawReader(encoded)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if res == nil {
-		return nil, errors.New("producer: no produce response")
-	}
-	return res, res.Error
 }

@@ -56,18 +56,8 @@ start() {
     "$PATTERN" --cluster.listen-address= \
     --log.level=info >>"$LOGFILE" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
-  local i
-  for ((i = 0; i < 300; i++)); do
-    if ready; then
-      log "alertmanager ready on 127.0.0.1:$ALERTMANAGER_PORT (pid $(<"$PIDFILE"), config $ALERTMANAGER_CONFIG, dir $ALERTMANAGER_DIR)"
-      return 0
-    fi
-    pid_alive "$PIDFILE" "$PATTERN" || break
-    sleep 0.1
-  done
-  log "alertmanager did not become ready (it exited, or took over 30s); last log lines:"
-  tail -n 30 "$LOGFILE" >&2 || true
-  exit 1
+  wait_ready alertmanager "$(<"$PIDFILE")" 30 "$LOGFILE" ready
+  log "alertmanager ready on 127.0.0.1:$ALERTMANAGER_PORT (pid $(<"$PIDFILE"), config $ALERTMANAGER_CONFIG, dir $ALERTMANAGER_DIR)"
 }
 
 stop() { stop_pid "$PIDFILE" "$PATTERN" 20; log "alertmanager on $ALERTMANAGER_PORT stopped"; }

@@ -16,6 +16,25 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern"
 }
 
+# wait_ready NAME PID SECONDS LOGFILE CHECK...: runs CHECK every 0.1 s
+# until it succeeds; if the process PID exits first or SECONDS pass, logs
+# the end of LOGFILE and exits 1. By PID, not pid_alive: until its exec, a
+# child started as `setsid BIN … &` or `BIN … &` still has setsid's or the
+# shell's command line, and a check by pattern that early takes a starting
+# server for a dead one.
+wait_ready() {
+  local name=$1 pid=$2 secs=$3 logfile=$4 i
+  shift 4
+  for ((i = 0; i < secs * 10; i++)); do
+    "$@" && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "$name did not become ready (it exited, or took over ${secs}s); last log lines:"
+  tail -n 30 "$logfile" >&2 || true
+  exit 1
+}
+
 # stop_pid PIDFILE PATTERN SECONDS: TERM, wait, then KILL. By PID, never by name.
 stop_pid() {
   local pidfile=$1 pattern=$2 secs=${3:-30} pid i

@@ -21,7 +21,12 @@
 # password of KAFKA_SASL_USER (default nofly) for PLAIN, SCRAM-SHA-256 and
 # SCRAM-SHA-512. The SCRAM credentials are written when the storage is
 # formatted, so the secure listener must be asked for at a data dir's first
-# start.
+# start. With KAFKA_SECURE_DIR the ACL authorizer is on (no ACL, no access):
+# the PLAINTEXT listener's User:ANONYMOUS (controller, inter-broker and the
+# tests' admin on loopback) and KAFKA_SASL_USER are the super users, and
+# each user of KAFKA_SASL_USERS ("nofly-ingest nofly-alerter" by default)
+# gets a password file DIR/kafka-USER.password of its own and only the ACLs
+# a test grants it (docs/operations.md, Least privilege).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -40,6 +45,8 @@ PATTERN="kafka.Kafka $KAFKA_DIR/server.properties"
 KAFKA_SECURE_DIR=${KAFKA_SECURE_DIR:-}
 KAFKA_SECURE_PORT=${KAFKA_SECURE_PORT:-$((KAFKA_PORT + 2))}
 KAFKA_SASL_USER=${KAFKA_SASL_USER:-nofly}
+KAFKA_SASL_USERS=${KAFKA_SASL_USERS-nofly-ingest nofly-alerter}
+SASL_USERS=()
 # KAFKA_JVM_OPTS: JVM flags beyond the heap's. The tests' private brokers
 # pass -XX:TieredStopAtLevel=1 (no C2 compiler: half the CPU to start, ample
 # speed for a test's records); the shared broker keeps the full JIT, which
@@ -127,6 +134,18 @@ prepare_secure() {
   chmod 0600 "$pwfile"
   SASL_PASSWORD=$(head -n 1 "$pwfile")
   [[ $SASL_PASSWORD =~ ^[A-Za-z0-9._~-]+$ ]] || die "$pwfile: the password must be [A-Za-z0-9._~-]+ (it is quoted into JAAS and SCRAM settings)"
+  # The least-privilege users: name and password, one pair a line.
+  SASL_USERS=()
+  local u pw
+  for u in $KAFKA_SASL_USERS; do
+    [[ $u =~ ^[A-Za-z0-9._-]+$ ]] || die "KAFKA_SASL_USERS: '$u' is not a user name of [A-Za-z0-9._-]+"
+    pwfile=$KAFKA_SECURE_DIR/kafka-$u.password
+    [[ -s $pwfile ]] || (umask 077; openssl rand -hex 24 >"$pwfile")
+    chmod 0600 "$pwfile"
+    pw=$(head -n 1 "$pwfile")
+    [[ $pw =~ ^[A-Za-z0-9._~-]+$ ]] || die "$pwfile: the password must be [A-Za-z0-9._~-]+"
+    SASL_USERS+=("$u" "$pw")
+  done
   mkdir -p "$KAFKA_DIR"
   (umask 077; cat "$KAFKA_SECURE_DIR/server.key" "$KAFKA_SECURE_DIR/server.pem" >"$KAFKA_DIR/server-keystore.pem")
   (umask 077; cat >"$KAFKA_DIR/kcat-secure.conf" <<CONF
@@ -137,6 +156,12 @@ sasl.password=$SASL_PASSWORD
 ssl.ca.location=$KAFKA_SECURE_DIR/ca.pem
 CONF
   )
+}
+
+# plain_users: the least-privilege users' entries of the PLAIN JAAS line.
+plain_users() {
+  local i
+  for ((i = 0; i < ${#SASL_USERS[@]}; i += 2)); do printf ' user_%s="%s"' "${SASL_USERS[i]}" "${SASL_USERS[i + 1]}"; done
 }
 
 # write_config [FILE]: the broker's settings into FILE (default
@@ -193,7 +218,7 @@ PROPS
 # broker-wide and on the listener, each with its JAAS login module.
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
-listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$SASL_PASSWORD"$(plain_users);
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.ssl.keystore.type=PEM
@@ -201,6 +226,12 @@ listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_DIR/server-keystore.pem
 listener.name.sasl_ssl.ssl.truststore.type=PEM
 listener.name.sasl_ssl.ssl.truststore.location=$KAFKA_SECURE_DIR/ca.pem
 listener.name.sasl_ssl.ssl.client.auth=requested
+# Least privilege: the KRaft ACL authorizer, nothing allowed without an ACL
+# but to the super users (the loopback PLAINTEXT listener's principal, which
+# the controller and inter-broker traffic use, and KAFKA_SASL_USER).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS;User:$KAFKA_SASL_USER
 PROPS
   fi
   # A test may add or override settings (one per line), e.g. to build a
@@ -262,6 +293,11 @@ start() {
       if [[ -n $KAFKA_SECURE_DIR ]]; then
         scram=(--add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]"
           --add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]")
+        local i
+        for ((i = 0; i < ${#SASL_USERS[@]}; i += 2)); do
+          scram+=(--add-scram "SCRAM-SHA-256=[name=${SASL_USERS[i]},password=${SASL_USERS[i + 1]}]"
+            --add-scram "SCRAM-SHA-512=[name=${SASL_USERS[i]},password=${SASL_USERS[i + 1]}]")
+        done
       fi
       java_run kafka.tools.StorageTool format -t "$id" -c "$KAFKA_DIR/server.properties" "${scram[@]}" \
         >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "formatting KRaft storage failed"; }

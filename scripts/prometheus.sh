@@ -110,20 +110,10 @@ start() {
     --storage.tsdb.path="$PROMETHEUS_DIR/data" \
     --storage.tsdb.retention.time="$PROMETHEUS_RETENTION" \
     --web.enable-lifecycle >>"$LOGFILE" 2>&1 </dev/null &
-  local pid=$! i
+  local pid=$!
   echo "$pid" >"$PIDFILE"
-  for ((i = 0; i < 600; i++)); do
-    if ready; then
-      log "prometheus ready on 127.0.0.1:$PROMETHEUS_PORT (pid $pid, config $PROMETHEUS_CONFIG, dir $PROMETHEUS_DIR)"
-      return 0
-    fi
-    # (By PID: until the exec, its command line is still setsid's.)
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "prometheus did not become ready (it exited, or took over 60s); last log lines:"
-  tail -n 30 "$LOGFILE" >&2 || true
-  exit 1
+  wait_ready prometheus "$pid" 60 "$LOGFILE" ready
+  log "prometheus ready on 127.0.0.1:$PROMETHEUS_PORT (pid $pid, config $PROMETHEUS_CONFIG, dir $PROMETHEUS_DIR)"
 }
 
 stop() { stop_pid "$PIDFILE" "$PATTERN" 30; log "prometheus on $PROMETHEUS_PORT stopped"; }

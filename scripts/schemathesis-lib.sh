@@ -50,18 +50,6 @@ delete_topics() {
   done
 }
 
-# wait_ready URL PIDFILE PATTERN LOG NAME: until URL/readyz answers 200,
-# failing when the server exits first or after 60 s.
-wait_ready() {
-  local url=$1 pidfile=$2 pattern=$3 logf=$4 name=$5 i
-  for ((i = 0; i < 600; i++)); do
-    curl -fsS "$url/readyz" >/dev/null 2>&1 && return 0
-    pid_alive "$pidfile" "$pattern" || { cat "$logf" >&2; die "$name exited before it was ready"; }
-    sleep 0.1
-  done
-  curl -fsS "$url/readyz" >/dev/null || { cat "$logf" >&2; die "$name not ready after 60s"; }
-}
-
 PYTHON=$(pick_python)
 VENV=$NOFLY_CACHE/venv-schemathesis-$(sha256sum "$REQS" | cut -c1-12)-py$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 install_venv

@@ -48,7 +48,7 @@ KEY=$("$work/ingest" feed-key --name schemathesis --append "$work/feeds")
   --feed-keys "$work/feeds" --max-clock-skew-ahead "${SKEW_AHEAD}s" --log-level warn >"$work/ingest.log" 2>&1 &
 echo $! >"$PIDFILE"
 
-wait_ready "$URL" "$PIDFILE" "$work/ingest" "$work/ingest.log" ingest
+wait_ready ingest "$(<"$PIDFILE")" 60 "$work/ingest.log" curl -fs -o /dev/null "$URL/readyz"
 log "ingest ready on $URL (topic $TOPIC); schemathesis $("$VENV/bin/schemathesis" --version | awk '{print $NF}'), $EXAMPLES examples, seed $SEED"
 
 rc=0

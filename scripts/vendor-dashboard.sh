@@ -18,6 +18,9 @@ PINS=(
   "leaflet@1.9.4 84c65a256e50657896f54c33bd857b6849ebe94c817803be818bf32a3dde0b77 LICENSE dist/leaflet.js dist/leaflet.css"
   "topojson-client@3.1.0 889fadb422f6236d0f8337a236ce6499f258b75e44b81733b13bd971067322bf LICENSE dist/topojson-client.min.js"
   "world-atlas@2.0.2 032e7765f2ce00edaeafec23ff22bc3b77e42987c257da944cc585b452c05b97 LICENSE land-110m.json land-50m.json"
+  # The --map-pmtiles base map: vector tiles drawn on canvas (its UMD build
+  # bundles the pmtiles reader; no worker, nothing fetched but the archive).
+  "protomaps-leaflet@5.1.0 0b45b08d0e6f7d39816415dbe6821d0556e7997ec716ed0123305cc1fe5a3fd8 LICENSE dist/protomaps-leaflet.js"
 )
 
 command -v npm >/dev/null || die "npm is needed to fetch the pinned packages"

@@ -69,10 +69,22 @@ const (
 	fHAcc
 	fVAcc
 	fDropped
+	fOperator
 )
 
 var fieldNames = [...]string{"", "drone_id", "seq", "ts", "lat", "lon", "alt_m", "alt_ref", "agl_m",
-	"speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m", "dropped"}
+	"speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m", "dropped", "operator"}
+
+// Members of the operator object, in opNames' order.
+const (
+	oUnknown = iota
+	oLat
+	oLon
+	oAltM
+	oType
+)
+
+var opNames = [...]string{"", "lat", "lon", "alt_m", "type"}
 
 type scanner struct {
 	data []byte
@@ -246,6 +258,8 @@ func (s *scanner) field(r *record, f int, te **FieldError) bool {
 		return s.wrongType(f, "a number", te)
 	case fAltRef:
 		return s.ref(&r.altRef)
+	case fOperator:
+		return s.operator(&r.op)
 	case fDropped:
 		// A string is kept for validation; anything else is no list
 		// (encoding/json's optDropped reads it so too).
@@ -306,8 +320,110 @@ func typeError(field, want, got string) *FieldError {
 	return &FieldError{Field: field, Err: fmt.Sprintf("must be %s, got JSON %s", want, got)}
 }
 
+// operator reads the operator as optOperator.UnmarshalJSON does, s.i on
+// its value. Its object is at depth 2 (inside the record's).
+func (s *scanner) operator(o *opRecord) bool {
+	*o = opRecord{}
+	d := s.data
+	switch c := d[s.i]; c {
+	case 'n':
+		return s.literal("null")
+	case '{':
+	default:
+		o.kind = jsonKind(c)
+		_, ok := s.skip(1)
+		return ok
+	}
+	o.kind = kindObject
+	s.i++
+	s.space()
+	if s.i < len(d) && d[s.i] == '}' {
+		s.i++
+		return true
+	}
+	for {
+		if s.i >= len(d) || d[s.i] != '"' {
+			return false
+		}
+		key, plain, ok := s.str()
+		if !ok {
+			return false
+		}
+		m := opMemberOf(key, plain)
+		s.space()
+		if s.i >= len(d) || d[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.space()
+		if s.i >= len(d) {
+			return false
+		}
+		switch m {
+		case oLat:
+			ok = s.numAt(&o.lat, 2)
+		case oLon:
+			ok = s.numAt(&o.lon, 2)
+		case oAltM:
+			ok = s.numAt(&o.alt, 2)
+		case oType:
+			ok = s.opType(&o.typ)
+		default:
+			_, ok = s.skip(2)
+		}
+		if !ok {
+			return false
+		}
+		s.space()
+		if s.i >= len(d) {
+			return false
+		}
+		switch d[s.i] {
+		case ',':
+			s.i++
+			s.space()
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// opType reads the operator's type as optOpType.UnmarshalJSON does.
+func (s *scanner) opType(o *opType) bool {
+	*o = opType{}
+	start := s.i
+	switch s.data[s.i] {
+	case 'n':
+		return s.literal("null")
+	case '"':
+		raw, plain, ok := s.str()
+		if !ok {
+			return false
+		}
+		if plain {
+			o.v = operatorType(view(raw))
+		} else {
+			o.v = operatorType(string(unquote(raw)))
+		}
+	default:
+		if _, ok := s.skip(2); !ok {
+			return false
+		}
+	}
+	if o.v == "" {
+		o.raw = s.data[start:s.i]
+	}
+	return true
+}
+
 // num reads an optional number as optNum.UnmarshalJSON does.
-func (s *scanner) num(o *optNum) bool {
+func (s *scanner) num(o *optNum) bool { return s.numAt(o, 1) }
+
+// numAt is num for a value inside depth levels of nesting.
+func (s *scanner) numAt(o *optNum, depth int) bool {
 	*o = optNum{}
 	switch c := s.data[s.i]; {
 	case c == '-' || c >= '0' && c <= '9':
@@ -330,7 +446,7 @@ func (s *scanner) num(o *optNum) bool {
 	default:
 		o.kind = c // '{' or '[' when it is a value at all
 	}
-	_, ok := s.skip(1)
+	_, ok := s.skip(depth)
 	return ok
 }
 
@@ -724,7 +840,7 @@ func unquote(raw []byte) []byte {
 // folded comparison is the same.
 func fieldOf(key []byte, plain bool) int {
 	if !plain {
-		return fieldOfFolded(unquote(key))
+		return fieldOfFolded(unquote(key), fieldNames[:])
 	}
 	switch view(key) {
 	case "drone_id":
@@ -753,9 +869,35 @@ func fieldOf(key []byte, plain bool) int {
 		return fVAcc
 	case "dropped":
 		return fDropped
+	case "operator":
+		return fOperator
 	}
-	for f := 1; f < len(fieldNames); f++ {
-		name := fieldNames[f]
+	return foldedASCII(key, fieldNames[:])
+}
+
+// opMemberOf is the operator member a key names, as fieldOf.
+func opMemberOf(key []byte, plain bool) int {
+	if !plain {
+		return fieldOfFolded(unquote(key), opNames[:])
+	}
+	switch view(key) {
+	case "lat":
+		return oLat
+	case "lon":
+		return oLon
+	case "alt_m":
+		return oAltM
+	case "type":
+		return oType
+	}
+	return foldedASCII(key, opNames[:])
+}
+
+// foldedASCII is the index in names (0 for none) of an ASCII key matched
+// without regard to case.
+func foldedASCII(key []byte, names []string) int {
+	for f := 1; f < len(names); f++ {
+		name := names[f]
 		if len(key) != len(name) {
 			continue
 		}
@@ -773,13 +915,13 @@ func fieldOf(key []byte, plain bool) int {
 			return f
 		}
 	}
-	return fUnknown
+	return 0
 }
 
 // fieldOfFolded matches a key with escapes or non-ASCII bytes, folded as
 // encoding/json folds it (its appendFoldedName): each rune to the smallest
 // of its simple-fold orbit, so U+017F (ſ) is S and U+212A (Kelvin) is K.
-func fieldOfFolded(key []byte) int {
+func fieldOfFolded(key []byte, names []string) int {
 	var arr [32]byte
 	folded := arr[:0]
 	for i := 0; i < len(key); {
@@ -795,12 +937,12 @@ func fieldOfFolded(key []byte) int {
 		folded = utf8.AppendRune(folded, foldRune(r))
 		i += n
 	}
-	for f := 1; f < len(fieldNames); f++ {
-		if strings.EqualFold(string(folded), fieldNames[f]) && isASCII(folded) {
+	for f := 1; f < len(names); f++ {
+		if strings.EqualFold(string(folded), names[f]) && isASCII(folded) {
 			return f
 		}
 	}
-	return fUnknown
+	return 0
 }
 
 // foldRune is encoding/json's: the smallest rune of r's fold orbit.

@@ -112,6 +112,13 @@ func decodeSeeds() []string {
 		`{` + req + `,"x":` + strings.Repeat(`{"a":`, maxDepth-1) + `1` + strings.Repeat("}", maxDepth-1) + `}`,
 		`{` + req + `,"x":` + strings.Repeat(`{"a":`, maxDepth) + `1` + strings.Repeat("}", maxDepth) + `}`,
 		`{` + req + `,"alt_m":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`,
+		// Inside the operator object: the record's, the operator's and the arrays' levels together.
+		`{` + req + `,"operator":{"lat":1,"lon":2,"x":` + strings.Repeat("[", maxDepth-2) + strings.Repeat("]", maxDepth-2) + `}}`,
+		`{` + req + `,"operator":{"lat":1,"lon":2,"x":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `}}`,
+		`{` + req + `,"operator":{"lat":1,"lon":2,"type":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `}}`,
+		`{` + req + `,"operator":{"alt_m":` + strings.Repeat("[", maxDepth-2) + strings.Repeat("]", maxDepth-2) + `,"lat":1,"lon":2}}`,
+		`{` + req + `,"operator":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `}`,
+		`{` + req + `,"operator":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`,
 		strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
 	}
 	// TestDecodeOptionalFields and TestAccuracyFields: each set of
@@ -129,6 +136,25 @@ func decodeSeeds() []string {
 		`"alt_m":-1e300,"speed_mps":3`, `"alt_m":1e300`, `"alt_m":80,"agl_m":1e300`, `"agl_m":-101`, `"alt_m":-500,"alt_ref":"AGL","agl_m":40`,
 		`"speed_mps":1e9`, `"h_accuracy_m":1e9`, `"dropped":"alt_m,agl_m"`, `"dropped":"agl_m,alt_m"`, `"dropped":"x"`,
 		`"dropped":["alt_m"]`, `"dropped":null`, `"dropped":"alt_m","DROPPED":"speed_mps"`, `"dropped":"\u0061lt_m"`,
+		`"dropped":"operator"`, `"dropped":"operator,alt_m"`,
+		// The operator object: its members, types, case, escapes, duplicates, nesting.
+		`"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}`, `"operator":{"lon":-0.452,"lat":51.469}`,
+		`"operator":null`, `"operator":{}`, `"operator":{ }`, `"operator":"x"`, `"operator":1`, `"operator":-1e400`, `"operator":true`,
+		`"operator":[1,2]`, `"operator":[]`, `"operator":{"lat":0,"lon":0}`, `"operator":{"lat":-0,"lon":0.0}`, `"operator":{"lat":-0.0,"lon":5}`,
+		`"operator":{"lat":91,"lon":1}`, `"operator":{"lat":1,"lon":181}`, `"operator":{"lat":1}`, `"operator":{"lon":1}`,
+		`"operator":{"lat":"1","lon":2}`, `"operator":{"lat":1,"lon":{}}`, `"operator":{"lat":1e400,"lon":2}`, `"operator":{"lat":null,"lon":2}`,
+		`"operator":{"lat":1,"lon":2,"alt_m":-1000}`, `"operator":{"lat":1,"lon":2,"alt_m":-1000.5}`, `"operator":{"lat":1,"lon":2,"alt_m":[1]}`,
+		`"operator":{"lat":1,"lon":2,"alt_m":1e400}`, `"operator":{"lat":1,"lon":2,"alt_m":null,"alt_m":7}`,
+		`"operator":{"lat":1,"lon":2,"type":"takeoff"}`, `"operator":{"lat":1,"lon":2,"type":"FIXED"}`, `"operator":{"lat":1,"lon":2,"type":"\u006cive"}`,
+		`"operator":{"lat":1,"lon":2,"type":"dynamic"}`, `"operator":{"lat":1,"lon":2,"type":1}`, `"operator":{"lat":1,"lon":2,"type":{"a":[1]}}`,
+		`"operator":{"lat":1,"lon":2,"type":null}`, `"operator":{"lat":1,"lon":2,"type":""}`, "\"operator\":{\"lat\":1,\"lon\":2,\"type\":\"li\xffve\"}",
+		`"operator":{"lat":1,"lon":2,"type":"` + strings.Repeat("z", 60) + `"}`, `"operator":{"lat":1,"lon":2,"type":"taKeoff"}`,
+		`"operator":{"LAT":1,"Lon":2,"ALT_M":3,"Type":"live"}`, `"OPERATOR":{"lat":1,"lon":2}`, `"\u006fperator":{"l\u0061t":1,"lon":2}`,
+		`"operator":{"lat":1,"lon":2},"operator":{"lat":3,"lon":4}`, `"operator":{"lat":1,"lon":2},"operator":null`,
+		`"operator":{"lat":1,"lon":2,"lat":null}`, `"operator":{"lat":1,"lon":2,"x":{"y":[1,{"z":null}]},"":1}`,
+		`"operator":{"lat":1,"lon":2,}`, `"operator":{"lat":1 "lon":2}`, `"operator":{"lat":1,"lon":2`, `"operator":{lat:1}`, `"operator":{"lat"}`,
+		`"operator":{"lat":1,"lon":2,"x":` + strings.Repeat("[", 20) + strings.Repeat("]", 20) + `}`,
+		`"operator":{"lat":1,"lon":2},"seq":"x"`, `"operator":{"lat":"a","lon":2},"alt_m":"b"`,
 	} {
 		full = append(full, `{`+req+`,`+opt+`}`, `{`+opt+`,`+req+`}`)
 	}
@@ -188,6 +214,18 @@ func resultDiff(p1 Position, w1 []FieldWarning, e1 error, p2 Position, w2 []Fiel
 			return fmt.Sprintf("optional field %d: %s, want %s", i, p1.AppendJSON(nil), p2.AppendJSON(nil))
 		}
 	}
+	if p1.Dropped != p2.Dropped {
+		return fmt.Sprintf("dropped %q, want %q", p1.Dropped, p2.Dropped)
+	}
+	if (p1.Operator == nil) != (p2.Operator == nil) {
+		return fmt.Sprintf("operator %+v, want %+v", p1.Operator, p2.Operator)
+	}
+	if a, b := p1.Operator, p2.Operator; a != nil {
+		if math.Float64bits(a.Lat) != math.Float64bits(b.Lat) || math.Float64bits(a.Lon) != math.Float64bits(b.Lon) || a.Type != b.Type ||
+			(a.AltM == nil) != (b.AltM == nil) || a.AltM != nil && math.Float64bits(*a.AltM) != math.Float64bits(*b.AltM) {
+			return fmt.Sprintf("operator: %s, want %s", p1.AppendJSON(nil), p2.AppendJSON(nil))
+		}
+	}
 	return ""
 }
 
@@ -221,7 +259,7 @@ func FuzzDecodeMatchesJSON(f *testing.F) {
 }
 
 // TestDecodeFastAllocs: one allocation a record, holding the drone id and
-// the kept optional numbers. (A warning's text costs its own.)
+// the kept optional numbers, and one more for a pilot's position. (A warning's text costs its own.)
 func TestDecodeFastAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
@@ -230,6 +268,8 @@ func TestDecodeFastAllocs(t *testing.T) {
 		{"required only", `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619}`, 1},
 		{"contract example", benchContract, 1},
 		{"optional fields", benchOptional, 1},
+		// The operator is a second allocation, made only when there is one.
+		{"with operator", benchOperator, 2},
 	} {
 		ws := make([]FieldWarning, 0, 4)
 		in := []byte(tc.in)
@@ -249,6 +289,9 @@ func TestDecodeFastAllocs(t *testing.T) {
 const (
 	benchContract = `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619,"alt_m":85,"speed_mps":12.5,"heading_deg":270}`
 	benchOptional = `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619,"alt_m":85,"alt_ref":"AGL","agl_m":85,"speed_mps":12.5,"heading_deg":270,"h_accuracy_m":3,"v_accuracy_m":10}`
+	// benchOperator is benchContract with a pilot's position, as a Remote
+	// ID feed's System message gives it.
+	benchOperator = `{"drone_id":"UAV-0042","seq":1187,"ts":"2026-12-02T10:15:03.25Z","lat":51.4706,"lon":-0.4619,"alt_m":85,"speed_mps":12.5,"heading_deg":270,"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}}`
 )
 
 // BenchmarkDecode: encoding/json (decodeJSON, the reference) against the
@@ -259,6 +302,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, rec := range []struct{ name, in string }{
 		{"canonical", benchContract},
 		{"optional", benchOptional},
+		{"operator", benchOperator},
 	} {
 		in := []byte(rec.in)
 		for _, dec := range []struct {

@@ -50,6 +50,30 @@ type Position struct {
 	// feed's own "dropped" is replaced), so the alerter can show that a
 	// drone's height is unknown because its feed sent nonsense.
 	Dropped string `json:"dropped,omitempty"`
+	// Operator is where the drone's pilot (remote pilot station) stood, as
+	// the feed reported it with this position (nil: not reported). It
+	// never decides an alarm: it is shown and reported.
+	Operator *Operator `json:"operator,omitempty"`
+}
+
+// Operator location types, as Remote ID states them (ASTM F3411
+// operator_location's altitude type, OpenDroneID System message's
+// OperatorLocationType): where the take-off happened, the pilot's live
+// GNSS position, or a fixed location given by the pilot.
+const (
+	OperatorTakeoff = "takeoff"
+	OperatorLive    = "live"
+	OperatorFixed   = "fixed"
+)
+
+// Operator is a pilot's position as a feed reported it.
+type Operator struct {
+	Lat float64 `json:"lat"`
+	Lon float64 `json:"lon"`
+	// AltM is the pilot's geodetic (WGS84) altitude in metres, when known.
+	AltM *float64 `json:"alt_m,omitempty"`
+	// Type is OperatorTakeoff, OperatorLive or OperatorFixed ("" not known).
+	Type string `json:"type,omitempty"`
 }
 
 // FieldError says which field of a record is wrong and why. Field is the
@@ -112,19 +136,20 @@ const (
 // pointers (a wrong JSON type is an error naming them); optional ones read
 // any JSON value without failing, so a bad one can be dropped alone.
 type wire struct {
-	DroneID    *string    `json:"drone_id"`
-	Seq        *int64     `json:"seq"`
-	TS         *string    `json:"ts"`
-	Lat        *float64   `json:"lat"`
-	Lon        *float64   `json:"lon"`
-	AltM       optNum     `json:"alt_m"`
-	AltRef     optRef     `json:"alt_ref"`
-	AGLM       optNum     `json:"agl_m"`
-	SpeedMPS   optNum     `json:"speed_mps"`
-	HeadingDeg optNum     `json:"heading_deg"`
-	HAccuracyM optNum     `json:"h_accuracy_m"`
-	VAccuracyM optNum     `json:"v_accuracy_m"`
-	Dropped    optDropped `json:"dropped"`
+	DroneID    *string     `json:"drone_id"`
+	Seq        *int64      `json:"seq"`
+	TS         *string     `json:"ts"`
+	Lat        *float64    `json:"lat"`
+	Lon        *float64    `json:"lon"`
+	AltM       optNum      `json:"alt_m"`
+	AltRef     optRef      `json:"alt_ref"`
+	AGLM       optNum      `json:"agl_m"`
+	SpeedMPS   optNum      `json:"speed_mps"`
+	HeadingDeg optNum      `json:"heading_deg"`
+	HAccuracyM optNum      `json:"h_accuracy_m"`
+	VAccuracyM optNum      `json:"v_accuracy_m"`
+	Dropped    optDropped  `json:"dropped"`
+	Operator   optOperator `json:"operator"`
 }
 
 // optDropped is the optional "dropped": a JSON string is kept for
@@ -142,6 +167,78 @@ func (o *optDropped) UnmarshalJSON(b []byte) error {
 		o.ok = true
 	}
 	return nil
+}
+
+// optOperator is the optional "operator" as encoding/json reads it: an
+// object's members into opWire, anything else noted by its JSON type.
+type optOperator struct{ opRecord }
+
+// opWire is the operator object's members. Unknown keys are ignored, as in
+// the record.
+type opWire struct {
+	Lat  optNum    `json:"lat"`
+	Lon  optNum    `json:"lon"`
+	AltM optNum    `json:"alt_m"`
+	Type optOpType `json:"type"`
+}
+
+// UnmarshalJSON never fails: its members never fail either, and the record's
+// own scan has checked the syntax.
+func (o *optOperator) UnmarshalJSON(b []byte) error {
+	o.opRecord = opRecord{}
+	switch b[0] {
+	case 'n': // null: absent
+	case '{':
+		var w opWire
+		_ = json.Unmarshal(b, &w)
+		o.opRecord = opRecord{kind: kindObject, lat: w.Lat, lon: w.Lon, alt: w.AltM, typ: w.Type.t}
+	default:
+		o.kind = jsonKind(b[0])
+	}
+	return nil
+}
+
+// optOpType is the operator's optional "type".
+type optOpType struct{ t opType }
+
+// UnmarshalJSON never fails. The types are matched without regard to case.
+func (o *optOpType) UnmarshalJSON(b []byte) error {
+	o.t = opType{}
+	if b[0] == 'n' {
+		return nil
+	}
+	if b[0] == '"' {
+		var s string
+		_ = json.Unmarshal(b, &s)
+		o.t.v = operatorType(s)
+	}
+	if o.t.v == "" {
+		o.t.raw = b
+	}
+	return nil
+}
+
+// operatorType is the Operator.Type s names, "" for none.
+func operatorType(s string) string {
+	for _, t := range [...]string{OperatorTakeoff, OperatorLive, OperatorFixed} {
+		if strings.EqualFold(s, t) {
+			return t
+		}
+	}
+	return ""
+}
+
+// jsonKind is the kind byte of a JSON value that starts with c.
+func jsonKind(c byte) byte {
+	switch {
+	case c == '"':
+		return kindString
+	case c == 't' || c == 'f':
+		return kindBool
+	case c == '-' || c >= '0' && c <= '9':
+		return kindNumber
+	}
+	return c // '{' or '['
 }
 
 // optNum is an optional JSON number. null, like absence, leaves it unset.
@@ -248,6 +345,12 @@ func Decode(data []byte) (Position, error) {
 //   - alt_ref AGL with an agl_m that differs from alt_m drops both heights:
 //     which one is right is unknown.
 //   - A JSON value of the wrong type, or a number beyond float64, is dropped.
+//   - operator, the pilot's position, never decides an alarm, so nothing in
+//     it refuses the record. null is absent, and so is lat = lon = 0 (Remote
+//     ID's "unknown"). An operator that is not an object, or whose lat or lon
+//     is missing, mistyped or out of range, is dropped whole (one warning:
+//     "operator", "operator.lat" or "operator.lon"); a bad alt_m (-1000 is
+//     unknown) or type (takeoff, live, fixed, in any case) is dropped alone.
 //
 // With no warning DecodeWarn allocates nothing for warns; pass a reused
 // slice (warns[:0]) to keep it so when there are.
@@ -341,7 +444,8 @@ func kindName(k string) string {
 // both decoders.
 func (w *wire) position(warns []FieldWarning) (Position, []FieldWarning, error) {
 	r := record{owned: true, reference: true, altM: w.AltM, altRef: w.AltRef, aglM: w.AGLM, speed: w.SpeedMPS,
-		heading: w.HeadingDeg, hAcc: w.HAccuracyM, vAcc: w.VAccuracyM, dropped: w.Dropped.v, hasDropped: w.Dropped.ok}
+		heading: w.HeadingDeg, hAcc: w.HAccuracyM, vAcc: w.VAccuracyM, dropped: w.Dropped.v, hasDropped: w.Dropped.ok,
+		op: w.Operator.opRecord}
 	if w.DroneID != nil {
 		r.set |= hasDroneID
 		r.droneID = *w.DroneID
@@ -490,6 +594,22 @@ func (p *Position) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"dropped":"`...)
 		dst = append(dst, p.Dropped...)
 		dst = append(dst, '"')
+	}
+	if o := p.Operator; o != nil {
+		dst = append(dst, `,"operator":{"lat":`...)
+		dst = appendFloat(dst, o.Lat)
+		dst = append(dst, `,"lon":`...)
+		dst = appendFloat(dst, o.Lon)
+		if o.AltM != nil {
+			dst = append(dst, `,"alt_m":`...)
+			dst = appendFloat(dst, *o.AltM)
+		}
+		if t := operatorType(o.Type); t != "" && t == o.Type { // only the known types: no escapes
+			dst = append(dst, `,"type":"`...)
+			dst = append(dst, t...)
+			dst = append(dst, '"')
+		}
+		dst = append(dst, '}')
 	}
 	return append(dst, '}')
 }

@@ -154,6 +154,40 @@ func TestDecodeOptionalFields(t *testing.T) {
 		{"dropped trailing comma ignored", `"dropped":"alt_m,"`, base, nil},
 		{"dropped not a string ignored", `"dropped":["alt_m"]`, base, nil},
 		{"dropped empty", `"dropped":""`, base, nil},
+		{"dropped operator canonical", `"dropped":"operator,alt_m"`, with(func(p *Position) { p.Dropped = "alt_m,operator" }), nil},
+		// The pilot's position: shown, never deciding an alarm, so a bad one
+		// is dropped and the drone's position kept.
+		{"operator", `"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}`,
+			with(func(p *Position) {
+				p.Operator = &Operator{Lat: 51.469, Lon: -0.452, AltM: Float(95.5), Type: OperatorLive}
+			}), nil},
+		{"operator without alt_m and type", `"operator":{"lon":-0.452,"lat":51.469}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 51.469, Lon: -0.452} }), nil},
+		{"operator type in any case, unknown members ignored", `"operator":{"lat":1.5,"lon":2.5,"TYPE":"TakeOff","x":[{}]}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1.5, Lon: 2.5, Type: OperatorTakeoff} }), nil},
+		{"operator null", `"operator":null`, base, nil},
+		{"operator at 0, 0 is unknown", `"operator":{"lat":0,"lon":0,"type":"takeoff"}`, base, nil},
+		{"operator alt_m -1000 is unknown", `"operator":{"lat":1.5,"lon":2.5,"alt_m":-1000}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1.5, Lon: 2.5} }), nil},
+		{"operator not an object", `"operator":"51.469,-0.452"`, base, []string{"operator"}},
+		{"operator an array", `"operator":[51.469,-0.452]`, base, []string{"operator"}},
+		{"operator lat missing", `"operator":{"lon":2.5}`, base, []string{"operator.lat"}},
+		{"operator lon missing", `"operator":{"lat":2.5,"lon":null}`, base, []string{"operator.lon"}},
+		{"operator lat out of range", `"operator":{"lat":91,"lon":2.5}`, base, []string{"operator.lat"}},
+		{"operator lon out of range", `"operator":{"lat":1,"lon":-180.5}`, base, []string{"operator.lon"}},
+		{"operator lat a string", `"operator":{"lat":"1","lon":2}`, base, []string{"operator.lat"}},
+		{"operator lon beyond float64", `"operator":{"lat":1,"lon":1e400}`, base, []string{"operator.lon"}},
+		{"operator alt_m out of range dropped alone", `"operator":{"lat":1,"lon":2,"alt_m":40000,"type":"fixed"}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1, Lon: 2, Type: OperatorFixed} }), []string{"operator.alt_m"}},
+		{"operator alt_m a string dropped alone", `"operator":{"lat":1,"lon":2,"alt_m":"high"}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1, Lon: 2} }), []string{"operator.alt_m"}},
+		{"operator unknown type dropped alone", `"operator":{"lat":1,"lon":2,"type":"dynamic"}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1, Lon: 2} }), []string{"operator.type"}},
+		{"operator type a number dropped alone", `"operator":{"lat":1,"lon":2,"type":1}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 1, Lon: 2} }), []string{"operator.type"}},
+		{"operator last one wins", `"operator":{"lat":1,"lon":2},"Operator":{"lat":3,"lon":4,"lat":5}`,
+			with(func(p *Position) { p.Operator = &Operator{Lat: 5, Lon: 4} }), nil},
+		{"operator null after one", `"operator":{"lat":1,"lon":2},"operator":null`, base, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,6 +283,19 @@ func checkInRange(t *testing.T, p Position) {
 	}
 	if p.AltRef == RefAGL && p.AltM != nil && p.AGLM != nil && *p.AltM != *p.AGLM {
 		t.Errorf("kept alt_m %v AGL with agl_m %v", *p.AltM, *p.AGLM)
+	}
+	if o := p.Operator; o != nil {
+		if !finite(o.Lat) || !finite(o.Lon) || o.Lat < -90 || o.Lat > 90 || o.Lon < -180 || o.Lon > 180 || o.Lat == 0 && o.Lon == 0 {
+			t.Errorf("kept operator at %v, %v", o.Lat, o.Lon)
+		}
+		if v := o.AltM; v != nil && (!finite(*v) || *v == unknownHeightRID || *v > MaxHeightM || *v < MinHeightM) {
+			t.Errorf("kept operator alt_m %v", *v)
+		}
+		switch o.Type {
+		case "", OperatorTakeoff, OperatorLive, OperatorFixed:
+		default:
+			t.Errorf("kept operator type %q", o.Type)
+		}
 	}
 }
 

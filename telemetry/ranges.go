@@ -48,8 +48,11 @@ func outOfRange(v, lo, hi float64, unit, then string) string {
 }
 
 // The optional fields a record may have had dropped, in the order of
-// Position.Dropped.
-var droppable = [...]string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m"}
+// Position.Dropped. "operator" is the whole operator dropped (warnings
+// "operator", "operator.lat", "operator.lon"): the pilot's position is
+// unknown because the feed sent a bad one. A dropped operator alt_m or type
+// leaves the position known and is not listed.
+var droppable = [...]string{"alt_m", "alt_ref", "agl_m", "speed_mps", "heading_deg", "h_accuracy_m", "v_accuracy_m", "operator"}
 
 // droppedNames[mask] is the canonical Dropped of the fields in mask (bit i:
 // droppable[i]), built once so that decoding allocates nothing for it.
@@ -97,8 +100,12 @@ func parseDropped(s string) string {
 func DroppedOf(warns []FieldWarning) string {
 	mask := 0
 	for _, w := range warns {
+		field := w.Field
+		if field == "operator.lat" || field == "operator.lon" {
+			field = "operator"
+		}
 		for i, f := range droppable {
-			if w.Field == f {
+			if field == f {
 				mask |= 1 << i
 			}
 		}

@@ -29,6 +29,24 @@ type record struct {
 	// a view of the input: only parsed, never kept).
 	dropped    string
 	hasDropped bool
+
+	op opRecord
+}
+
+// opRecord is the record's "operator" as read: kind is 0 when absent or
+// null, kindObject for an object (its members in the rest), else the kind of
+// the JSON value given instead.
+type opRecord struct {
+	kind          byte
+	lat, lon, alt optNum
+	typ           opType
+}
+
+// opType is the operator's "type": v the Operator type it names, or raw the
+// JSON value when it names none (nil when absent or null).
+type opType struct {
+	v   string
+	raw []byte
 }
 
 // Required fields present in a record.
@@ -156,6 +174,7 @@ func (r *record) position(p *Position, warns []FieldWarning) ([]FieldWarning, er
 
 	hAcc, hAccOK, warns := accuracy(&r.hAcc, "h_accuracy_m", warns)
 	vAcc, vAccOK, warns := accuracy(&r.vAcc, "v_accuracy_m", warns)
+	p.Operator, warns = r.op.operator(warns)
 
 	// One allocation holds every kept number and, when r.droneID is a view
 	// of the input, the drone id's bytes too: Position's optional fields are
@@ -198,6 +217,71 @@ func (r *record) position(p *Position, warns []FieldWarning) ([]FieldWarning, er
 		p.DroneID = strings.Clone(r.droneID)
 	}
 	return warns, nil
+}
+
+// operator validates the operator as DecodeWarn says: nil when absent or
+// dropped. Its own allocation, made only for a record that carries one.
+func (o *opRecord) operator(warns []FieldWarning) (*Operator, []FieldWarning) {
+	switch o.kind {
+	case 0:
+		return nil, warns
+	case kindObject:
+	default:
+		return nil, append(warns, FieldWarning{"operator", "must be a JSON object, got a JSON " + kindWord(o.kind) + "; dropped"})
+	}
+	lat, latOK, warns := number(&o.lat, "operator.lat", warns)
+	if o.lat.kind != 0 && o.lat.kind != kindNumber {
+		return nil, warns // number warned: the pilot's position is unknown
+	}
+	lon, lonOK, warns := number(&o.lon, "operator.lon", warns)
+	if o.lon.kind != 0 && o.lon.kind != kindNumber {
+		return nil, warns
+	}
+	switch {
+	case !latOK:
+		return nil, append(warns, FieldWarning{"operator.lat", "required in an operator; the operator was dropped"})
+	case lat < -90 || lat > 90:
+		return nil, append(warns, FieldWarning{"operator.lat", formatFloat(lat) + " is outside -90..90; the operator was dropped"})
+	case !lonOK:
+		return nil, append(warns, FieldWarning{"operator.lon", "required in an operator; the operator was dropped"})
+	case lon < -180 || lon > 180:
+		return nil, append(warns, FieldWarning{"operator.lon", formatFloat(lon) + " is outside -180..180; the operator was dropped"})
+	case lat == 0 && lon == 0:
+		return nil, warns // Remote ID's "unknown" (and no pilot stands there)
+	}
+	alt, altOK, warns := number(&o.alt, "operator.alt_m", warns)
+	switch {
+	case !altOK:
+	case alt == unknownHeightRID:
+		altOK = false
+	case alt < minHeightM || alt > MaxHeightM:
+		warns = append(warns, FieldWarning{"operator.alt_m", outOfRange(alt, minHeightM, MaxHeightM, "m WGS84", "")})
+		altOK = false
+	}
+	if o.typ.raw != nil {
+		warns = append(warns, FieldWarning{"operator.type", quote(o.typ.raw) + " is not takeoff, live or fixed; dropped"})
+	}
+	box := &struct {
+		op  Operator
+		alt float64
+	}{op: Operator{Lat: lat + 0, Lon: lon + 0, Type: o.typ.v}} // + 0: not -0
+	if altOK {
+		box.alt, box.op.AltM = alt+0, &box.alt
+	}
+	return &box.op, warns
+}
+
+// kindWord names a kind byte as a warning does.
+func kindWord(k byte) string {
+	switch k {
+	case kindString:
+		return "string"
+	case kindBool:
+		return "boolean"
+	case kindNumber, kindOverflow:
+		return "number"
+	}
+	return "array"
 }
 
 // parseUTC is time.Parse(time.RFC3339Nano, s).UTC() for the form every

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nofly-dev/nofly/alerts"
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/internal/redislayout"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
@@ -144,6 +145,12 @@ type Alarm struct {
 	// raise's, as changed by the latest authorized or unauthorized event;
 	// null when none covers it (an alarm that pages).
 	Authorization *alerts.AuthRef `json:"authorization"`
+	// Operator is the drone's pilot as known at the raise, with range and
+	// bearing from the raising position; OperatorLatest is the pilot as
+	// the drone's state holds it now, from the drone's last position (set
+	// by Pilots). Null when not reported.
+	Operator       *alerts.Pilot `json:"operator"`
+	OperatorLatest *alerts.Pilot `json:"operator_latest"`
 
 	// Partition holds the alarm (its drone's partition).
 	Partition int `json:"-"`
@@ -177,7 +184,7 @@ func decode(p int, vals []any) (Alarm, bool, error) {
 	}
 	a := Alarm{AlarmID: r.AlarmID, DroneID: r.DroneID, ZoneID: r.ZoneID, ZoneName: r.ZoneName,
 		Category: r.Category, State: StateActive, Raised: point(&r), ZoneVersion: r.ZoneVersion,
-		Partition: p, raised: r, Authorization: r.Authorization}
+		Partition: p, raised: r, Authorization: r.Authorization, Operator: alerts.PilotOf(r.Operator, r.Lat, r.Lon, true)}
 	if raw, ok := vals[1].(string); ok {
 		var c alerts.Event
 		if err := json.Unmarshal([]byte(raw), &c); err != nil {
@@ -267,6 +274,47 @@ func (s *Store) Get(ctx context.Context, id string) (Alarm, error) {
 	return Alarm{}, ErrNotFound
 }
 
+// Pilots sets the alarms' OperatorLatest from their drones' states: one
+// HMGET per partition among them, in one pipelined round trip. A drone
+// whose state is gone (forgotten) or never reported a pilot has none.
+func (s *Store) Pilots(ctx context.Context, as []Alarm) error {
+	if len(as) == 0 {
+		return nil
+	}
+	byP := map[int][]int{}
+	for i := range as {
+		byP[as[i].Partition] = append(byP[as[i].Partition], i)
+	}
+	cmds := map[int]*redis.SliceCmd{}
+	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for p, idx := range byP {
+			ids := make([]string, len(idx))
+			for j, i := range idx {
+				ids[j] = as[i].DroneID
+			}
+			cmds[p] = pl.HMGet(ctx, s.keys[p].Drones(), ids...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("alarmstore: read the alarms' drone states: %w", err)
+	}
+	for p, c := range cmds {
+		for j, v := range c.Val() {
+			raw, ok := v.(string)
+			if !ok {
+				continue
+			}
+			st, err := alerts.DecodeDroneState([]byte(raw))
+			if err != nil {
+				return fmt.Errorf("alarmstore: partition %d: %w", p, err)
+			}
+			as[byP[p][j]].OperatorLatest = alerts.PilotOf(&st.Op, st.Pos.Lat, st.Pos.Lon, !st.Pos.IsZero())
+		}
+	}
+	return nil
+}
+
 // get reads alarm id on partition p.
 func (s *Store) get(ctx context.Context, p int, id string) (Alarm, error) {
 	vals, err := s.o.Redis.HMGet(ctx, s.keys[p].Alarms(), fields(id)...).Result()
@@ -286,8 +334,11 @@ func (s *Store) get(ctx context.Context, p int, id string) (Alarm, error) {
 // ackScript records an ack and appends its event in one step, so
 // concurrent acks of one alarm append one event: {0} when the alarm is not
 // (or no longer) indexed, {2, acked_json} when it was acked before (nothing
-// written), {1} when this ack is recorded and appended. KEYS = alarms,
-// outbox; ARGV = alarm id, acked event JSON.
+// written), {1} when this ack is recorded and appended, with its audit
+// entry (package audit) when one is given: only the ack that writes is
+// audited, once however often a client retries. KEYS = alarms, outbox,
+// audit stream; ARGV = alarm id, acked event JSON, audit entry JSON ("":
+// none), the audit stream's MINID.
 var ackScript = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1] .. '` + dedup.SuffixRaised + `') == 0 then
   return {0}
@@ -299,7 +350,7 @@ if cur then
 end
 redis.call('HSET', KEYS[1], id, ARGV[2])
 redis.call('XADD', KEYS[2], '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ARGV[2])
-return {1}
+` + audit.XAddLua("KEYS[3]", "ARGV[3]", "ARGV[4]") + `return {1}
 `)
 
 // AckEvent is the acked event of alarm a by caller by with note at time
@@ -334,7 +385,8 @@ func (s *Store) Ack(ctx context.Context, id, by, note string) (a Alarm, already 
 	ev := AckEvent(a, by, note, s.o.Now())
 	js := ev.AppendJSON(nil)
 	k := s.keys[a.Partition]
-	cmd, werr := s.o.Replicas.Run(ctx, s.o.Redis, ackScript, []string{k.Alarms(), k.Outbox()}, id, js)
+	aw, _ := audit.Change(ctx, 0, 0)
+	cmd, werr := s.o.Replicas.Run(ctx, s.o.Redis, ackScript, []string{k.Alarms(), k.Outbox(), k.Audit()}, id, js, aw.Entry, aw.MinID)
 	res, err := cmd.Slice()
 	if err != nil {
 		return Alarm{}, false, fmt.Errorf("alarmstore: ack %s: %w", id, err)

@@ -39,9 +39,11 @@ type Options struct {
 
 	// Batch is the most records one batch (one Redis script) holds; Linger
 	// how long a batch waits to fill after its first record (0: it takes
-	// what has been fetched).
-	Batch  int
-	Linger time.Duration
+	// what has been fetched); LingerIdle, when set and shorter, ends the
+	// wait as soon as no record has come for that long (the flow paused).
+	Batch      int
+	Linger     time.Duration
+	LingerIdle time.Duration
 
 	SessionTimeout    time.Duration // DefaultSessionTimeout when 0
 	HeartbeatInterval time.Duration // DefaultHeartbeatInterval when 0
@@ -126,6 +128,8 @@ func (o Options) Validate() error {
 		return bad("Batch is %d, must be at least 1", o.Batch)
 	case o.Linger < 0:
 		return bad("Linger is %v, must not be negative", o.Linger)
+	case o.LingerIdle < 0:
+		return bad("LingerIdle is %v, must not be negative", o.LingerIdle)
 	case o.SessionTimeout < 0, o.HeartbeatInterval < 0, o.RebalanceTimeout < 0:
 		return bad("group timeouts must not be negative")
 	case o.EventTTL < 0:

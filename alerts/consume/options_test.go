@@ -99,21 +99,42 @@ func TestFetchBatch(t *testing.T) {
 		queued  int
 		n       int
 		linger  time.Duration
+		idle    time.Duration
 		want    int
 		wantErr error
+		within  time.Duration // the batch comes back sooner than this
+		busy    func() bool
 	}{
-		{"full batch", 10, 5, time.Second, 5, nil},
-		{"linger ends a short batch", 3, 5, 10 * time.Millisecond, 3, nil},
-		{"batch of one does not linger", 3, 1, time.Hour, 1, nil},
-		{"nothing until ctx ends", 0, 5, time.Millisecond, 0, context.DeadlineExceeded},
+		{"full batch", 10, 5, time.Second, 0, 5, nil, time.Second, nil},
+		{"linger ends a short batch", 3, 5, 10 * time.Millisecond, 0, 3, nil, time.Second, nil},
+		{"batch of one does not linger", 3, 1, time.Hour, 0, 1, nil, time.Second, nil},
+		{"nothing until ctx ends", 0, 5, time.Millisecond, 0, 0, context.DeadlineExceeded, time.Second, nil},
+		// The queued records are taken; then the pause ends the batch at
+		// idle, long before linger.
+		{"a pause ends it before linger", 3, 5, time.Hour, time.Millisecond, 3, nil, 100 * time.Millisecond, nil},
+		{"idle past linger: linger ends it", 3, 5, 10 * time.Millisecond, time.Hour, 3, nil, 100 * time.Millisecond, nil},
+		// The previous batch still commits: the pause does not end it,
+		// linger does (the fake's records are all taken by then).
+		{"a pause while the last batch commits", 3, 5, 30 * time.Millisecond, time.Millisecond, 3, nil, time.Second, func() bool { return true }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			if tc.linger == time.Hour {
+				ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+			}
 			defer cancel()
-			got, err := fetchBatch(ctx, &fakeFetcher{msgs: msgs(tc.queued)}, nil, tc.n, tc.linger)
+			began := time.Now()
+			got, err := fetchBatch(ctx, &fakeFetcher{msgs: msgs(tc.queued)}, nil, tc.n, tc.linger, tc.idle, tc.busy)
 			if !errors.Is(err, tc.wantErr) || len(got) != tc.want {
 				t.Fatalf("got %d records, err %v; want %d, %v", len(got), err, tc.want, tc.wantErr)
+			}
+			took := time.Since(began)
+			if took >= tc.within {
+				t.Fatalf("took %v, want under %v", took, tc.within)
+			}
+			if tc.busy != nil && took < tc.linger {
+				t.Fatalf("took %v: a pause ended the batch while the previous one committed (want linger, %v)", took, tc.linger)
 			}
 			for i, r := range got {
 				if r.Offset != int64(i) || !bytes.Equal(r.Value, []byte{byte(i)}) {

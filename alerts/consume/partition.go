@@ -78,7 +78,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 
 	recs := make([]alerts.Record, 0, g.o.Batch)
 	for {
-		recs, err = fetchBatch(fctx, r, recs[:0], g.o.Batch, g.o.Linger)
+		recs, err = fetchBatch(fctx, r, recs[:0], g.o.Batch, g.o.Linger, g.o.LingerIdle, seq.committing)
 		if err != nil {
 			if cerr := seq.failure(); cerr != nil {
 				return cerr // the fetch was stopped because a commit failed
@@ -190,7 +190,7 @@ type fetcher interface {
 
 // fetchBatch appends up to n records to recs: it waits for the first as
 // long as ctx allows, then at most linger for the rest.
-func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, linger time.Duration) ([]alerts.Record, error) {
+func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, linger, idle time.Duration, busy func() bool) ([]alerts.Record, error) {
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
 		return recs, err
@@ -201,17 +201,41 @@ func fetchBatch(ctx context.Context, r fetcher, recs []alerts.Record, n int, lin
 	}
 	lctx, cancel := context.WithTimeout(ctx, linger)
 	defer cancel()
+	// While records flow the batch grows up to linger; once a whole window
+	// of idle passes without one (the records of one fetch come
+	// microseconds apart) it goes, so a position that comes alone is
+	// decided at once instead of waiting out linger — unless the previous
+	// batch is still committing (busy): this one could not commit sooner,
+	// so it goes on filling, and under a flood batches stay as large as
+	// the commit's time lets them grow. One timer per window, not per
+	// record: a batch ends idle to twice idle after its last record.
+	wctx, wstop := lctx, context.CancelFunc(func() {})
+	window := func() {
+		if idle > 0 && idle < linger {
+			wstop()
+			wctx, wstop = context.WithTimeout(lctx, idle)
+		}
+	}
+	window()
+	defer func() { wstop() }()
+	came := false // a record came in the current window
 	for len(recs) < n {
-		m, err := r.FetchMessage(lctx)
+		m, err := r.FetchMessage(wctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return recs, ctx.Err()
 			}
-			if lctx.Err() != nil {
+			if lctx.Err() == nil && wctx.Err() != nil && (came || (busy != nil && busy())) {
+				came = false
+				window()
+				continue
+			}
+			if wctx.Err() != nil {
 				return recs, nil
 			}
 			return recs, err
 		}
+		came = true
 		recs = append(recs, alerts.Record{Offset: m.Offset, Time: m.Time, Value: m.Value})
 	}
 	return recs, nil

@@ -1,6 +1,9 @@
 package consume
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // sequencer commits a partition's batches to Redis one at a time, in the
 // order they were applied, while the partition loop fetches and applies the
@@ -23,7 +26,14 @@ type sequencer[B any] struct {
 	failed chan error    // the first failure, once
 	done   chan struct{} // closed when the committing goroutine returned
 	err    error         // the failure, once received (owned by the loop)
+	// busy is true from a submit until its batch's commit returned: the
+	// next batch may go on filling meanwhile, as it could not commit
+	// sooner (fetchBatch).
+	busy atomic.Bool
 }
+
+// committing says whether a submitted batch is still being committed.
+func (s *sequencer[B]) committing() bool { return s.busy.Load() }
 
 // startSequencer starts committing submitted batches with commit. On the
 // first failure it calls onFail (the loop stops fetching) and stops.
@@ -34,7 +44,9 @@ func startSequencer[B any](ctx context.Context, commit func(context.Context, B) 
 	go func() {
 		defer close(s.done)
 		for b := range s.queue {
-			if err := commit(ctx, b); err != nil {
+			err := commit(ctx, b)
+			s.busy.Store(false)
+			if err != nil {
 				s.failed <- err
 				onFail()
 				return
@@ -51,13 +63,18 @@ func (s *sequencer[B]) submit(ctx context.Context, b B) error {
 	if s.err != nil {
 		return s.err
 	}
+	// Set before the hand-over, so the flag is never false while b waits
+	// to commit; the goroutine clears it after the commit.
+	s.busy.Store(true)
 	select {
 	case s.queue <- b:
 		return nil
 	case err := <-s.failed:
+		s.busy.Store(false)
 		s.err = err
 		return err
 	case <-ctx.Done():
+		s.busy.Store(false)
 		return ctx.Err()
 	}
 }

@@ -172,3 +172,32 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// TestSequencerCommitting: committing is true from a submit until that
+// batch's commit returned (fetchBatch lets the next batch fill meanwhile),
+// and false when nothing is in flight.
+func TestSequencerCommitting(t *testing.T) {
+	release := make(chan struct{})
+	seq := startSequencer(context.Background(), func(ctx context.Context, b int) error {
+		<-release
+		return nil
+	}, func() {})
+	defer seq.close()
+	if seq.committing() {
+		t.Fatal("committing before any submit")
+	}
+	if err := seq.submit(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if !seq.committing() {
+		t.Fatal("not committing while the commit is held")
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for seq.committing() {
+		if time.Now().After(deadline) {
+			t.Fatal("still committing 5 s after the commit returned")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

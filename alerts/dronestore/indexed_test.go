@@ -35,7 +35,8 @@ func TestListIndexedEqualsScan(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(r.Close)
-			c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+			c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1,
+				ReadTimeout: testenv.TestRedisTimeout, WriteTimeout: testenv.TestRedisTimeout})
 			t.Cleanup(func() { _ = c.Close() })
 			return c
 		},

@@ -142,6 +142,9 @@ type Drone struct {
 	ActiveAlarms []Alarm    `json:"active_alarms"`
 	// Approaching are its open approach episodes, by zone id.
 	Approaching []Approach `json:"approaching"`
+	// Operator is its pilot as last reported, with range and bearing from
+	// the drone's last position (null: never reported).
+	Operator *alerts.Pilot `json:"operator"`
 
 	pos  alerts.Fix // the state's position (zero: unknown)
 	seen int64      // LastSeen in unix ms (0: unknown)
@@ -194,6 +197,7 @@ func droneOf(id string, p int, raw []byte) (Drone, error) {
 		pt := pointOf(st.Pos)
 		d.TS, d.Lat, d.Lon, d.AltM, d.AltRef = &pt.TS, &pt.Lat, &pt.Lon, pt.AltM, pt.AltRef
 	}
+	d.Operator = alerts.PilotOf(&st.Op, st.Pos.Lat, st.Pos.Lon, !st.Pos.IsZero())
 	for _, a := range st.Alarms {
 		al := Alarm{AlarmID: a.Alarm, ZoneID: a.Zone, ZoneName: a.Name, Category: a.Category, RaisedSeq: a.RaisedSeq}
 		if a.Lost != 0 {
@@ -520,7 +524,9 @@ func (s *Store) Get(ctx context.Context, id string) (Detail, error) {
 	_, err := s.o.Redis.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for p, k := range s.keys {
 			states[p] = pl.HGet(ctx, k.Drones(), id)
-			tracks[p] = pl.LRange(ctx, k.Track(id), 0, -1)
+			// The last DefaultTrackLen points: a held track keeps more,
+			// for the incident report, not for this answer.
+			tracks[p] = pl.LRange(ctx, k.Track(id), -dedup.DefaultTrackLen, -1)
 		}
 		return nil
 	})

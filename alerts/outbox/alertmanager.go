@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -46,6 +47,9 @@ type AlertmanagerState struct {
 	StartsMS int64 `json:"starts_ms"`
 	// Silence is the id of the silence the alarm's ack made, if any.
 	Silence string `json:"silence,omitempty"`
+	// Operator is the pilot as known at the raise: an authorisation
+	// change's event does not carry it, and its post must not lose it.
+	Operator *alerts.OperatorFix `json:"operator,omitempty"`
 
 	// both: the series posted is not known (an alarm the output never
 	// saw raised, gone from the alarm index): a clear resolves both.
@@ -179,10 +183,36 @@ type where struct {
 	alt      *float64
 	ref      string
 	assumed  bool
+	op       *alerts.OperatorFix // the pilot as known at the raise (nil: not reported)
 }
 
 func whereOf(e *alerts.Event) where {
-	return where{ts: e.TS, lat: e.Lat, lon: e.Lon, alt: e.AltM, ref: e.AltRef, assumed: e.HeightAssumed}
+	return where{ts: e.TS, lat: e.Lat, lon: e.Lon, alt: e.AltM, ref: e.AltRef, assumed: e.HeightAssumed, op: e.Operator}
+}
+
+// pilotTypes are the pilot location types as a person reads them.
+var pilotTypes = map[string]string{
+	"takeoff": "take-off point",
+	"live":    "live GNSS",
+	"fixed":   "fixed location",
+}
+
+// pilotText is the annotations of the pilot at the raise: where, what kind
+// and as of when ("operator"), and how far and which way from the drone
+// ("operator_range"), for a person reading the page in a pager or a chat.
+func (w where) pilotText() (at, rng string) {
+	o := w.op
+	kind, ok := pilotTypes[o.Type]
+	if !ok {
+		kind = "type unknown"
+	}
+	at = fmt.Sprintf("%.5f, %.5f (%s, as of %s)", o.Lat, o.Lon, kind, o.TS.UTC().Format(time.RFC3339))
+	m, deg := alerts.RangeBearing(w.lat, w.lon, o.Lat, o.Lon)
+	d := strconv.FormatFloat(m, 'f', 0, 64) + " m"
+	if m >= 1000 {
+		d = strconv.FormatFloat(m/1000, 'f', 1, 64) + " km"
+	}
+	return at, fmt.Sprintf("%s at %.0f° from the drone", d, math.Mod(math.Round(deg), 360))
 }
 
 func (w where) String() string {
@@ -228,6 +258,10 @@ func (t *amTarget) firing(id string, st *AlertmanagerState, w where, auth *alert
 		ann["signal_lost_since"] = lostSince.UTC().Format(time.RFC3339)
 		desc += " Signal lost since " + ann["signal_lost_since"] + "."
 	}
+	if w.op != nil {
+		ann["operator"], ann["operator_range"] = w.pilotText()
+		desc += " Pilot at " + ann["operator"] + ", " + ann["operator_range"] + "."
+	}
 	ann["summary"], ann["description"] = summary, desc
 	a := amAlert{Labels: t.labels(id, st, auth != nil), Annotations: ann,
 		StartsAt: minTime(time.UnixMilli(st.StartsMS).UTC(), now), EndsAt: now.Add(4 * t.cfg.Refresh),
@@ -267,14 +301,19 @@ func minTime(a, b time.Time) time.Time {
 
 // stateFromEvent is the state an event's labels give, raised at ts.
 func stateFromEvent(e *alerts.Event) *AlertmanagerState {
-	return &AlertmanagerState{Drone: e.DroneID, Zone: e.ZoneID, ZoneName: e.ZoneName, Category: e.Category,
+	st := &AlertmanagerState{Drone: e.DroneID, Zone: e.ZoneID, ZoneName: e.ZoneName, Category: e.Category,
 		Authorized: e.Authorization != nil, StartsMS: e.TS.UnixMilli()}
+	if e.Type == alerts.Raised {
+		st.Operator = e.Operator
+	}
+	return st
 }
 
 // stateFromAlarm is the state of an alarm of the index.
 func stateFromAlarm(a *alarmstore.Alarm) *AlertmanagerState {
+	r := a.Raise()
 	return &AlertmanagerState{Drone: a.DroneID, Zone: a.ZoneID, ZoneName: a.ZoneName, Category: a.Category,
-		Authorized: a.Authorization != nil, StartsMS: a.Raised.TS.UnixMilli()}
+		Authorized: a.Authorization != nil, StartsMS: a.Raised.TS.UnixMilli(), Operator: r.Operator}
 }
 
 // amResult is the outcome of one request.
@@ -573,7 +612,11 @@ func (o *output) planEvents(ctx context.Context, entries []redislayout.Entry, no
 			if authorized {
 				auth = ev.Authorization
 			}
-			p.add(t.firing(id, st, whereOf(ev), auth, nil, now))
+			w := whereOf(ev)
+			if w.op == nil {
+				w.op = st.Operator // the raise's: this event does not carry the pilot
+			}
+			p.add(t.firing(id, st, w, auth, nil, now))
 			p.state[id] = st
 		case alerts.Acked:
 			st, err := current(ev)

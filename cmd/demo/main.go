@@ -65,6 +65,7 @@ type config struct {
 	redis      string
 	keep       bool
 	hold       bool
+	mapPMTiles string
 }
 
 func main() {
@@ -82,6 +83,7 @@ func main() {
 	flag.StringVar(&c.redis, "redis", os.Getenv("NOFLY_REDIS_ADDR"), "real Redis to run on (env NOFLY_REDIS_ADDR; empty: the embedded Redis, or 127.0.0.1:6379 with --real)")
 	flag.BoolVar(&c.keep, "keep", false, "on real services, leave the demo's topics and Redis keys in place afterwards")
 	flag.BoolVar(&c.hold, "hold", isTerminal(os.Stdout), "after the checks, keep the fleet flying and the dashboard up until Ctrl-C (default: when stdout is a terminal)")
+	flag.StringVar(&c.mapPMTiles, "map-pmtiles", "", "a PMTiles base map for the dashboard, passed to the alerter's --map-pmtiles (an extract of where the fleet flies; empty: the coastline)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -137,9 +139,13 @@ func run(ctx context.Context, c config) error {
 		"--partitions=" + strconv.Itoa(c.partitions), "--log-level=warn"}
 	ingest := startService(ctx, "ingest", ingestd.Main, append([]string{"serve", "--addr=" + ingestAddr}, common...), tmp+"/ingest.log")
 	defer ingest.stop()
-	alerter := startService(ctx, "alerter", alerterd.Main, append([]string{"serve", "--redis=" + st.redis,
+	alerterArgs := []string{"serve", "--redis=" + st.redis,
 		"--redis-prefix=" + runID, "--group=" + runID, "--zones=" + c.zones,
-		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}, common...), tmp+"/alerter.log")
+		"--events-topic=" + eventsTopic, "--http=" + alerterAddr}
+	if c.mapPMTiles != "" {
+		alerterArgs = append(alerterArgs, "--map-pmtiles="+c.mapPMTiles)
+	}
+	alerter := startService(ctx, "alerter", alerterd.Main, append(alerterArgs, common...), tmp+"/alerter.log")
 	defer alerter.stop()
 
 	if err := waitHTTP(ctx, "http://"+ingestAddr+"/readyz", ingest); err != nil {
@@ -341,7 +347,7 @@ func newFleet(c config) *flight {
 	if lead := time.Duration(c.stepsPerS-1) * c.duration; lead > maxLead {
 		start = start.Add(maxLead - lead)
 	}
-	return &flight{fl: fleet.New(c.drones, c.seed, start, fleet.Options{StrayShare: c.strayShare}), rng: rand.New(rand.NewPCG(c.seed, 1))}
+	return &flight{fl: fleet.New(c.drones, c.seed, start, fleet.Options{StrayShare: c.strayShare, Operators: true}), rng: rand.New(rand.NewPCG(c.seed, 1))}
 }
 
 // fly posts the fleet's fixes to ingest for c.duration, c.stepsPerS

@@ -35,11 +35,24 @@
   // spent on each message of its streams (ms), its own share of a frame.
   const stats = { frames: [], work: [], events: 0, eventIds: new Set(), duplicates: 0, positions: 0, reconnects: 0, beeps: 0, draw: [] };
   window.nofly = { stats };
+  // Extension points for the page's other scripts (basemap.js, pilot.js,
+  // wayfind.js, incident.js, loaded after this one): nofly.on(name, fn)
+  // subscribes; app.js emits 'positions' (frame), 'alarm' (event type,
+  // parsed event), 'alarmitem' (li, alarm) for every alarm row it draws,
+  // and 'zones' (id -> layer map) after drawing a zone view.
+  const hooks = Object.create(null);
+  window.nofly.on = (name, fn) => { (hooks[name] || (hooks[name] = [])).push(fn); };
+  function emit(name, ...args) {
+    for (const fn of hooks[name] || []) {
+      try { fn(...args); } catch (e) { console.error('nofly hook ' + name, e); }
+    }
+  }
 
   // ---- the API --------------------------------------------------------
   let token = sessionStorage.getItem('nofly.token') || '';
   let me = null;
-  const headers = (extra) => Object.assign(token ? { Authorization: 'Bearer ' + token } : {}, extra || {});
+  let csrf = ''; // a sign-in's session (oidc.js): its writes carry it
+  const headers = (extra) => Object.assign(token ? { Authorization: 'Bearer ' + token } : (csrf ? { 'X-CSRF-Token': csrf } : {}), extra || {});
 
   class APIError extends Error {
     constructor(status, body) {
@@ -140,6 +153,16 @@
 
   // ---- the map --------------------------------------------------------
   const map = L.map('map', { preferCanvas: true, worldCopyJump: true, zoomControl: true, attributionControl: true });
+  window.nofly.map = map;
+  window.nofly.api = api;
+  window.nofly.headers = headers; // basemap.js reads its archive with them
+  window.nofly.el = el;
+  window.nofly.fmtTime = fmtTime;
+  // The header can wrap (a longer zone count, a narrower window) and
+  // change the map's height without the window resizing, which is all
+  // Leaflet listens to: without being told, it draws and fits for the old
+  // size and leaves a strip blank.
+  if (window.ResizeObserver) new ResizeObserver(() => map.invalidateSize({ pan: false })).observe(map.getContainer());
   map.attributionControl.setPrefix(false);
   map.attributionControl.addAttribution('Coastlines: Natural Earth (world-atlas) · Map: Leaflet');
   map.setView([51.5, -0.3], 6);
@@ -147,6 +170,7 @@
   // Alertmanager's alerts) selects it once the lists are read; read here,
   // before the map's moves rewrite the address.
   const linkedAlarm = (/^#alarm=([0-9a-f]{32})$/.exec(location.hash) || [])[1] || null;
+  window.nofly.linkedAlarm = linkedAlarm; // incident.js opens its story
   // A view in the address (#map=zoom/lat/lon, as OpenStreetMap writes it)
   // wins over fitting the zones, and the address follows the map: a view
   // can be bookmarked or sent to a colleague.
@@ -158,7 +182,10 @@
   });
   window.nofly.center = () => { const c = map.getCenter(); return [c.lat, c.lng]; };
   window.nofly.inView = (lat, lon) => map.getBounds().contains([lat, lon]) && map.getZoom() >= 11;
-  const renderer = L.canvas({ padding: 0.3 });
+  // The coastline's pane is under the tile pane (200): a regional base map
+  // (basemap.js) draws over it where it has data.
+  const landPane = map.createPane('land'); landPane.style.zIndex = 150;
+  const renderer = L.canvas({ pane: 'land', padding: 0.3 });
   const zonePane = map.createPane('zones'); zonePane.style.zIndex = 410;
   const trackPane = map.createPane('tracks'); trackPane.style.zIndex = 420;
   const dronePane = map.createPane('drones'); dronePane.style.zIndex = 430;
@@ -209,12 +236,20 @@
     return land[scale];
   }
   let landShown = null;
+  // basemap.js draws a base map of its own instead (--map-tiles, --map-pmtiles).
+  let landOff = false;
+  window.nofly.hideLand = () => {
+    landOff = true;
+    for (const scale in land) land[scale].then((l) => l.remove()).catch(() => {});
+    map.attributionControl.removeAttribution('Coastlines: Natural Earth (world-atlas) · Map: Leaflet');
+    map.attributionControl.addAttribution('Map: Leaflet');
+  };
   function showLand() {
     const scale = map.getZoom() < 5 ? '110m' : '50m';
-    if (landShown === scale) return;
+    if (landShown === scale || landOff) return;
     landShown = scale;
     Promise.all([landFor(scale), landFor(scale === '110m' ? '50m' : '110m').catch(() => null)]).then(([want, other]) => {
-      if (landShown !== scale) return;
+      if (landShown !== scale || landOff) return;
       if (other) other.remove();
       want.addTo(map).bringToBack();
     }).catch((e) => console.warn('land outline', e));
@@ -383,6 +418,7 @@
       requestAnimationFrame(() => { ds.zonesPaintMs = String(Math.round(performance.now())); });
     }
     if (!zones.fitted && zones.bounds && !hashView && !linkedAlarm) { zones.fitted = true; map.fitBounds(zones.bounds, { padding: [20, 20] }); }
+    emit('zones', zones.byId);
   }
   // A new view asks for its zones once the map has settled.
   let zoneMoveTimer = null;
@@ -476,6 +512,8 @@
   // For the browser tests: how a drone is drawn and what its popup says.
   window.nofly.droneStyle = (id) => { const d = drones.get(id); return d ? JSON.stringify(droneStyle(d)) : ''; };
   window.nofly.dronePopupText = (id) => dronePopup(id).textContent;
+  // wayfind.js follows the drone its search box found.
+  window.nofly.follow = (id) => setFollow(id);
   function setFollow(id) {
     follow = id;
     const f = $('following');
@@ -489,6 +527,7 @@
     map.closePopup();
   }
   function applyPositions(frame) {
+    emit('positions', frame);
     const now = Date.now();
     stats.positions += frame.drones.length;
     for (const p of frame.drones) {
@@ -636,6 +675,7 @@
       note.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); doAck(); } });
       li.append(el('div', { class: 'ackrow' }, note, btn), err);
     }
+    emit('alarmitem', li, a);
     return li;
   }
   // The list is redrawn at most every LIST_MS, with at most LIST_MAX items:
@@ -770,6 +810,7 @@
     if (stats.eventIds.has(e.event_id)) { stats.duplicates++; return; }
     stats.eventIds.add(e.event_id);
     if (stats.eventIds.size > 20000) stats.eventIds = new Set([...stats.eventIds].slice(-10000));
+    emit('alarm', type, e);
     const point = { event_id: e.event_id, seq: e.seq, ts: e.ts, lat: e.lat, lon: e.lon, alt_m: e.alt_m === undefined ? null : e.alt_m, alt_ref: e.alt_ref, height_assumed: e.height_assumed };
     const base = { alarm_id: e.alarm_id, drone_id: e.drone_id, zone_id: e.zone_id, zone_name: e.zone_name, category: e.category, zone_version: e.zone_version };
     if (e.type === 'raised') {
@@ -1437,9 +1478,12 @@
       showError('The alert API is not available: ' + e.message);
       return;
     }
+    csrf = (!token && me.csrf_token) || '';
     $('who').textContent = me.name + ' (' + me.role + ')';
     document.body.dataset.role = me.role;
     $('signout').hidden = !token;
+    window.nofly.me = () => me;
+    emit('me', me); // oidc.js: a signed-in person's "Sign out"
     $('authOpen').title = canAuthorize() ? 'Authorised flights: list, create, revoke' : 'Authorised flights (your role may read them)';
     await loadZones(true);
     if (sessionStorage.getItem('nofly.authPanel') === '1') openAuthPanel(true);

@@ -17,6 +17,9 @@ const MaxFleetLen = telemetry.MaxDroneIDLen - 4
 type Decoder struct {
 	fleet  string
 	clocks map[uint8]*Clock
+	// operators is each vehicle's latest pilot position (operator.go), at
+	// most 256.
+	operators map[uint8]heardOperator
 }
 
 // NewDecoder returns a Decoder for the fleet named fleet: 1-60 characters
@@ -45,6 +48,7 @@ type Stats struct {
 	Frames    int // good frames
 	Positions int // GLOBAL_POSITION_INT turned into positions
 	Invalid   int // GLOBAL_POSITION_INT without a usable position (no GNSS fix, out of range)
+	Systems   int // OPEN_DRONE_ID_SYSTEM(_UPDATE) read: the pilot's position
 	BadBytes  int // bytes that were no good frame
 	// Dropped lists the optional fields dropped from the positions (a
 	// value outside its physical range: telemetry.DecodeWarn's rules),
@@ -59,7 +63,18 @@ func (d *Decoder) Datagram(b []byte, recv time.Time, out []telemetry.Position) (
 	st := Stats{Frames: len(frames), BadBytes: bad}
 	var errs []error
 	for _, f := range frames {
-		if f.MsgID != MsgGlobalPositionInt || !f.Checked {
+		if !f.Checked {
+			continue
+		}
+		if f.MsgID == MsgOpenDroneIDSystem || f.MsgID == MsgOpenDroneIDSystemUpdate {
+			if err := d.system(f, recv); err != nil {
+				errs = append(errs, fmt.Errorf("system %d: %w", f.SysID, err))
+			} else {
+				st.Systems++
+			}
+			continue
+		}
+		if f.MsgID != MsgGlobalPositionInt {
 			continue
 		}
 		m, err := DecodeGlobalPositionInt(f.Payload)
@@ -79,6 +94,7 @@ func (d *Decoder) Datagram(b []byte, recv time.Time, out []telemetry.Position) (
 		ts, seq := c.Resolve(m.TimeBootMS, recv)
 		p, err := Position(id, m, ts, seq)
 		if err == nil {
+			p.Operator = d.operator(f.SysID, recv)
 			// Through the validator every feed's record goes through: an
 			// altitude or speed outside its physical range is dropped
 			// there (the height then counts as unknown, which alarms),

@@ -1,12 +1,13 @@
 // Package mavlink reads MAVLink v1 and v2 frames and turns GLOBAL_POSITION_INT
 // into telemetry positions: degE7 to degrees, millimetres MSL to alt_m AMSL,
-// the autopilot's time since boot to UTC.
+// the autopilot's time since boot to UTC; OPEN_DRONE_ID_SYSTEM and
+// OPEN_DRONE_ID_SYSTEM_UPDATE give those positions the pilot's position.
 //
 // It is our own small reader, not a general MAVLink library: the one such
 // library for Go (gomavlib) is not served by the module proxy this project
 // builds from. It knows the CRC_EXTRA of the messages it decodes (only
-// GLOBAL_POSITION_INT); every other message's frame is skipped by its length
-// without a CRC check. Signed v2 frames are read, their signature is not
+// GLOBAL_POSITION_INT, OPEN_DRONE_ID_SYSTEM and OPEN_DRONE_ID_SYSTEM_UPDATE);
+// every other message's frame is skipped by its length without a CRC check. Signed v2 frames are read, their signature is not
 // checked (no key is configured): a feed that must be authenticated belongs
 // on the HTTP intake. The golden frames in testdata/feeds/mavlink were made
 // by pymavlink, the reference implementation, so the wire format is checked
@@ -30,7 +31,7 @@ const MsgGlobalPositionInt = 33
 
 // crcExtra is the CRC_EXTRA seed of each message decoded here (from the
 // message's definition in common.xml).
-var crcExtra = map[uint32]byte{MsgGlobalPositionInt: 104}
+var crcExtra = map[uint32]byte{MsgGlobalPositionInt: 104, MsgOpenDroneIDSystem: 77, MsgOpenDroneIDSystemUpdate: 7}
 
 // Frame is one MAVLink frame. Payload is the payload as sent (a v2 payload
 // may have lost its trailing zero bytes).

@@ -61,6 +61,27 @@ type Result struct {
 	// Notes lists positions kept with a caveat (an ODID TimeStamp unknown:
 	// the receive time used).
 	Notes []Note
+
+	// operators is the latest System message heard for each drone in this
+	// request (ODID), its pilot's position going with that drone's later
+	// Location messages. Bounded by the request's items.
+	operators map[string]heardOperator
+}
+
+// heardOperator is a System message's pilot position (nil: unknown) and
+// its path.
+type heardOperator struct {
+	op   *telemetry.Operator
+	path string
+}
+
+// heard remembers the latest System message of a drone; one that says the
+// position is unknown forgets the earlier one.
+func (r *Result) heard(drone string, op *telemetry.Operator, path string) {
+	if r.operators == nil {
+		r.operators = map[string]heardOperator{}
+	}
+	r.operators[drone] = heardOperator{op, path}
 }
 
 // Note is a position (or a flight) left out, or kept with a caveat: Item

@@ -249,6 +249,15 @@ func (r *Result) odidItem(i int, prefix string, raw json.RawMessage, recv time.T
 	if !ok {
 		return
 	}
+	if raw, ok := f.m["system"]; ok && !isNull(raw) {
+		path := prefix + ".system"
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			r.note(i, path, dropped(raw, "a System message object")+": the pilot's position is unknown")
+		} else {
+			r.heard(drone, r.odidSystem(i, &fields{m: m, path: path, res: r, item: i}, systemCoreC), path)
+		}
+	}
 	form := formCoreC
 	if !l.has(formCoreC.ts) && l.has(formLibrid.ts) {
 		form = formLibrid
@@ -265,7 +274,7 @@ func (r *Result) libridPack(i int, prefix string, f *fields, recv time.Time) {
 		return
 	}
 	raw, idPath := "", ""
-	var locs []*fields
+	var locs, systems []*fields
 	for j, m := range msgs {
 		path := fmt.Sprintf("%s.messages[%d]", prefix, j)
 		mf, ok := objectAt(m, path, r, i)
@@ -284,6 +293,8 @@ func (r *Result) libridPack(i int, prefix string, f *fields, recv time.Time) {
 			}
 		case *t == 1: // Location
 			locs = append(locs, mf)
+		case *t == 4: // System: the pilot's position
+			systems = append(systems, mf)
 		}
 		if mf.bad {
 			return
@@ -297,6 +308,11 @@ func (r *Result) libridPack(i int, prefix string, f *fields, recv time.Time) {
 	if !ok {
 		r.fail(i, prefix+".messages", "no Basic ID message (message_type 0) with a uas_id: a Location message carries no id")
 		return
+	}
+	// A pack is one broadcast: its System message (the last, if several)
+	// goes with every Location in it, wherever it stands in the pack.
+	for _, s := range systems {
+		r.heard(drone, r.odidSystem(i, s, systemLibrid), s.path)
 	}
 	for _, l := range locs {
 		r.odidLocation(i, l, formLibrid, drone, idPath, recv)
@@ -365,5 +381,8 @@ func (r *Result) odidLocation(i int, l *fields, form locForm, drone, idPath stri
 	}
 	fix.Pos.HeadingDeg = heading(dir)
 	fix.Pos.SpeedMPS = speed(spd)
+	if h, ok := r.operators[drone]; ok {
+		fix.withOperator(h.op, h.path)
+	}
 	r.Fixes = append(r.Fixes, fix)
 }

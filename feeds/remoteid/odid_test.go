@@ -129,8 +129,10 @@ func FuzzODID(f *testing.F) {
 	f.Add([]byte(odidMsg("1596F35A", "2026-12-03T09:00:00.5Z", `"Direction":361,"SpeedHorizontal":255,"Latitude":51.47,"Longitude":-0.46,"AltitudeGeo":130,"HeightType":1,"Height":60,"TimeStamp":3599.9`)))
 	f.Add([]byte(`[{"uas_id":"a b","location":{"Latitude":1,"Longitude":2,"TimeStamp":0}}]`))
 	f.Add([]byte(`{"received_at":"2026-12-03T08:20:35Z","messages":[{"message_type":0,"uas_id":"X"},{"message_type":1,"latitude":1,"longitude":2,"timestamp":12345,"track_direction":null}]}`))
-	if b, err := os.ReadFile("../../testdata/feeds/librid/message_pack.json"); err == nil {
-		f.Add(b)
+	for _, name := range []string{"message_pack.json", "system_pack.json"} {
+		if b, err := os.ReadFile("../../testdata/feeds/librid/" + name); err == nil {
+			f.Add(b)
+		}
 	}
 	recv := time.Date(2026, 12, 3, 9, 0, 1, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, b []byte) {

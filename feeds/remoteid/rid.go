@@ -138,6 +138,9 @@ type ridFlight struct {
 	UASID   *uasID  `json:"uas_id"`
 	Details *struct {
 		UASID *uasID `json:"uas_id"`
+		// OperatorLocation is read apart (ridOperator): a bad one drops
+		// the pilot's position, not the flight.
+		OperatorLocation json.RawMessage `json:"operator_location"`
 	} `json:"details"`
 	CurrentState    *ridState   `json:"current_state"`
 	RecentPositions []ridRecent `json:"recent_positions"`
@@ -222,6 +225,11 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 			Why: "neither current_state nor recent_positions: the flight gives no position; left out"})
 		return
 	}
+	var op *telemetry.Operator
+	opPath := prefix + ".details.operator_location"
+	if f.Details != nil {
+		op = r.ridOperator(i, opPath, f.Details.OperatorLocation)
+	}
 	if s := f.CurrentState; s != nil {
 		path := prefix + ".current_state"
 		h := s.Height
@@ -232,7 +240,7 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 		if h != s.Height {
 			hPath = "position.height"
 		}
-		r.position(i, path, drone, idField, s.Timestamp, "timestamp", s.Position, h, hPath, &s.Track, &s.Speed)
+		r.position(i, path, drone, idField, s.Timestamp, "timestamp", s.Position, h, hPath, &s.Track, &s.Speed, op, opPath)
 	}
 	for j := range f.RecentPositions {
 		rp := &f.RecentPositions[j]
@@ -240,7 +248,7 @@ func (r *Result) flight(i int, prefix string, f *ridFlight) {
 		if rp.Position != nil {
 			h = rp.Position.Height
 		}
-		r.position(i, fmt.Sprintf("%s.recent_positions[%d]", prefix, j), drone, idField, rp.Time, "time", rp.Position, h, "position.height", &optNum{}, &optNum{})
+		r.position(i, fmt.Sprintf("%s.recent_positions[%d]", prefix, j), drone, idField, rp.Time, "time", rp.Position, h, "position.height", &optNum{}, &optNum{}, op, opPath)
 	}
 }
 
@@ -259,7 +267,7 @@ func detailsID(f *ridFlight) *uasID {
 	return f.Details.UASID
 }
 
-func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField string, p *ridPosition, h *ridHeight, hField string, track, spd *optNum) {
+func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField string, p *ridPosition, h *ridHeight, hField string, track, spd *optNum, op *telemetry.Operator, opPath string) {
 	switch {
 	case t == nil:
 		r.fail(i, path+"."+tField, "required")
@@ -317,6 +325,7 @@ func (r *Result) position(i int, path, drone, idField string, t *ridTime, tField
 	}
 	fix.Pos.HeadingDeg = heading(num(track, "track"))
 	fix.Pos.SpeedMPS = speed(num(spd, "speed"))
+	fix.withOperator(op, opPath)
 	r.Fixes = append(r.Fixes, fix)
 }
 

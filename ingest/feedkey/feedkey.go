@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,4 +308,58 @@ func elide(s string) string {
 		return s[:6] + "…"
 	}
 	return s
+}
+
+// Changes are the feed names a reload of the key file added, removed, or
+// kept with another key, prefixes, rate or burst, each sorted: names only,
+// never a key or hash, so they may be logged.
+type Changes struct {
+	Added, Removed, Changed []string
+}
+
+// Diff compares two key files' feeds by name.
+func Diff(old, new *Set) Changes {
+	var c Changes
+	was := map[string]*Feed{}
+	for i := range old.Feeds {
+		was[old.Feeds[i].Name] = &old.Feeds[i]
+	}
+	for i := range new.Feeds {
+		f := &new.Feeds[i]
+		o, ok := was[f.Name]
+		switch {
+		case !ok:
+			c.Added = append(c.Added, f.Name)
+		case !f.same(o):
+			c.Changed = append(c.Changed, f.Name)
+		}
+		delete(was, f.Name)
+	}
+	for n := range was {
+		c.Removed = append(c.Removed, n)
+	}
+	slices.Sort(c.Added)
+	slices.Sort(c.Removed)
+	slices.Sort(c.Changed)
+	return c
+}
+
+// same reports whether f and o are the same line (Line compares every
+// field, the hash included).
+func (f *Feed) same(o *Feed) bool { return f.Line() == o.Line() }
+
+// SameRate reports whether f and o have the same rate and burst (a reload
+// keeps such a feed's token bucket, so it does not earn a fresh burst).
+func (f *Feed) SameRate(o *Feed) bool {
+	return f.Rate == o.Rate && f.Per == o.Per && f.Burst == o.Burst
+}
+
+// ByName is the feed named name, or nil.
+func (s *Set) ByName(name string) *Feed {
+	for i := range s.Feeds {
+		if s.Feeds[i].Name == name {
+			return &s.Feeds[i]
+		}
+	}
+	return nil
 }

@@ -25,7 +25,9 @@ import (
 // tokens, or none on a loopback listener, or the API off (with why).
 type apiAuth struct {
 	tokens *api.Tokens
+	store  *api.TokenStore // the tokens in use, swapped by a reload
 	off    string
+	oidc   string // --oidc-issuer, when single sign-on is on
 }
 
 // loadAPIAuth reads --api-tokens (a bad file is a configuration error
@@ -36,10 +38,10 @@ func (c Config) loadAPIAuth() (apiAuth, error) {
 		if err != nil {
 			return apiAuth{}, badField("APITokens", err.Error())
 		}
-		return apiAuth{tokens: ts}, nil
+		return apiAuth{tokens: ts, store: api.NewTokenStore(ts)}, nil
 	}
-	if loopbackAddr(c.HTTPAddr) {
-		return apiAuth{}, nil
+	if loopbackAddr(c.HTTPAddr) || c.OIDCIssuer != "" { // single sign-on: never anonymous (api.Options.OIDC)
+		return apiAuth{oidc: c.OIDCIssuer}, nil
 	}
 	return apiAuth{off: fmt.Sprintf("no --api-tokens (NOFLY_API_TOKENS) and --http %s is not a loopback address; "+
 		"make a token with alerter api-token and give the file, or listen on 127.0.0.1", c.HTTPAddr)}, nil
@@ -64,6 +66,8 @@ func (a apiAuth) log(log *slog.Logger, addr string) {
 	switch {
 	case a.off != "":
 		log.Warn("api: OFF: "+a.off+" (/metrics, /healthz and /readyz stay on)", "api", "off")
+	case a.tokens == nil && a.oidc != "":
+		log.Info("api: single sign-on only (no --api-tokens): every /v1 request needs a session or the provider's access token", "api", "oidc", "issuer", a.oidc)
 	case a.tokens == nil:
 		log.Warn("api: UNAUTHENTICATED: no --api-tokens; served only because "+addr+" is a loopback address, every request as anonymous with role admin",
 			"api", "unauthenticated", "addr", addr)
@@ -81,23 +85,33 @@ func (a apiAuth) log(log *slog.Logger, addr string) {
 // /metrics, /healthz and /readyz. The client is closed when ctx ends.
 func newAPI(ctx context.Context, cfg Config, auth apiAuth, partitions int, reg *prometheus.Registry,
 	healthy, ready func(context.Context) error, log *slog.Logger) (http.Handler, error) {
+	basemap, err := cfg.loadBasemap()
+	if err != nil {
+		return nil, err
+	}
+	sso, err := cfg.openOIDC(ctx, log)
+	if err != nil {
+		return nil, err
+	}
 	rdb, err := cfg.openRedis(ctx, redisconn.Tuning{Name: "nofly-api:" + cfg.Group, DialTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, err
 	}
 	context.AfterFunc(ctx, func() { _ = rdb.Close() })
+	alog := cfg.auditLog(rdb, partitions)
 	s, err := api.New(api.Options{
 		Redis: rdb, Prefix: cfg.RedisPrefix, Topic: cfg.Topic, Partitions: partitions,
 		AlarmRetention: cfg.AlarmRetention, SignalLostAfter: cfg.SignalLostAfter, Replicas: cfg.replicas(), Ready: ready, Healthy: healthy,
 		Logger: log, Registerer: reg, Gatherer: reg,
 		ZoneValidator: cfg.zoneValidator(), ZoneHistoryMaxBytes: cfg.ZoneHistoryMaxBytes,
 		BodyLimits: map[string]int64{"PUT /v1/zones": cfg.APIZoneSetMaxBytes},
-		Tokens:     auth.tokens, Off: auth.off,
+		Tokens:     auth.tokens, TokenStore: auth.store, Off: auth.off, OIDC: sso,
+		Audit: alog, AuditAuth: auditAuth(alog, log),
 		CORSOrigins:  cfg.APICORSOrigins,
 		Web:          httpguard.Config{Listen: cfg.HTTPAddr, PublicURLs: cfg.PublicURLs, TrustedProxies: cfg.TrustedProxies},
 		RatePerToken: cfg.APIRatePerToken, RatePerAddr: cfg.APIRatePerAddr,
 		MaxStreams: cfg.APIMaxStreams, MaxStreamsPerToken: cfg.APIMaxStreamsPerToken, MaxBulkRequests: cfg.APIMaxBulkRequests,
-		Dashboard: dashboard.Handler(), DashboardFiles: dashboard.Files(),
+		Dashboard: dashboard.HandlerFor(cfg.tileOrigin()), DashboardFiles: dashboard.Files(), Basemap: basemap,
 	})
 	if err != nil {
 		_ = rdb.Close()
@@ -158,7 +172,7 @@ func apiTokenCmd(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
-	fmt.Fprintf(stderr, "token %s (%s) added to %s; alerter serve reads it at start\n", *name, role, *appendTo)
+	fmt.Fprintf(stderr, "token %s (%s) added to %s; alerter serve reads it at start and on SIGHUP\n", *name, role, *appendTo)
 	return nil
 }
 

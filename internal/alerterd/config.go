@@ -14,6 +14,8 @@ import (
 	"github.com/nofly-dev/nofly/alerts"
 	"github.com/nofly-dev/nofly/alerts/outbox"
 	"github.com/nofly-dev/nofly/api"
+	"github.com/nofly-dev/nofly/audit"
+	"github.com/nofly-dev/nofly/audit/auditkafka"
 	"github.com/nofly-dev/nofly/dedup"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/internal/envflag"
@@ -71,6 +73,8 @@ type Config struct {
 
 	Batch  int           // records per batch at most
 	Linger time.Duration // how long a batch waits to fill after its first record
+	// LingerIdle ends that wait once a window this long passes with no record.
+	LingerIdle time.Duration
 
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
@@ -83,6 +87,11 @@ type Config struct {
 	WebhookMaxAttempts int           // attempts before an event is dead-lettered
 	WebhookTimeout     time.Duration // bound of one POST
 	OutboxRetention    time.Duration // delivered entries older than this are trimmed; 0 keeps all
+
+	// The audit trail (package audit, audit.go): its Kafka topic (empty:
+	// kept in Redis only) and how long Redis keeps an entry.
+	AuditTopic     string
+	AuditRetention time.Duration
 	// The Alertmanager output (alerts/outbox, docs/operations.md): every
 	// active alarm an alert in each Alertmanager (an HA pair gets both),
 	// its severity label from the zone category, posted again every
@@ -105,8 +114,17 @@ type Config struct {
 	// name's, a compose service's): their hosts pass the Host check, their
 	// origins the cross-site one. TrustedProxies are the proxies whose
 	// X-Forwarded-For or Forwarded names the client (api/browser.go).
-	PublicURLs      []string
-	TrustedProxies  []string
+	PublicURLs     []string
+	TrustedProxies []string
+	// The dashboard's base map (dashboard/, api/basemap.go): an XYZ raster
+	// template the browser fetches, or a local PMTiles archive the API
+	// serves; the coastline without either. MapAttribution credits it.
+	MapTiles       string
+	MapPMTiles     string
+	MapAttribution string
+	// Single sign-on through an OpenID Connect provider (oidc.go).
+	OIDCSettings
+
 	APIRatePerToken int
 	APIRatePerAddr  int
 	AlarmRetention  time.Duration
@@ -187,6 +205,7 @@ func DefaultConfig() Config {
 		RedisReplicaTimeout:    redisreplica.DefaultTimeout,
 		Batch:                  500,
 		Linger:                 20 * time.Millisecond,
+		LingerIdle:             time.Millisecond,
 		SessionTimeout:         10 * time.Second,
 		HeartbeatInterval:      time.Second,
 		RebalanceTimeout:       30 * time.Second,
@@ -194,6 +213,8 @@ func DefaultConfig() Config {
 		WebhookMaxAttempts:     outbox.DefaultWebhookMaxAttempts,
 		WebhookTimeout:         10 * time.Second,
 		OutboxRetention:        outbox.DefaultRetention,
+		AuditTopic:             auditkafka.DefaultTopic,
+		AuditRetention:         audit.DefaultRetention,
 		AlertmanagerSeverity:   outbox.DefaultAlertmanagerSeverity,
 		AlertmanagerRefresh:    time.Minute,
 		AlertmanagerSilenceMax: 24 * time.Hour,
@@ -208,6 +229,7 @@ func DefaultConfig() Config {
 		APIMaxStreamsPerToken:  api.DefaultMaxStreamsPerToken,
 		APIMaxBulkRequests:     api.DefaultMaxBulkRequests,
 		LogLevel:               "info",
+		OIDCSettings:           oidcDefaults(),
 	}
 }
 
@@ -292,6 +314,8 @@ func (c Config) Validate() error {
 		return badField("Batch", "must be at least 1")
 	case c.Linger < 0:
 		return badField("Linger", "must not be negative")
+	case c.LingerIdle < 0:
+		return badField("LingerIdle", "must not be negative")
 	case c.HeartbeatInterval <= 0:
 		return badField("HeartbeatInterval", "must be positive")
 	case c.SessionTimeout < 3*c.HeartbeatInterval:
@@ -308,6 +332,10 @@ func (c Config) Validate() error {
 		return badField("WebhookTimeout", "must be positive")
 	case c.OutboxRetention < 0:
 		return badField("OutboxRetention", "must not be negative (0 keeps every entry)")
+	case c.AuditTopic != "" && !validTopic(c.AuditTopic):
+		return badField("AuditTopic", fmt.Sprintf("%q is not a Kafka topic name (empty keeps the audit trail in Redis only)", c.AuditTopic))
+	case c.AuditRetention < time.Hour:
+		return badField("AuditRetention", "must be at least 1h")
 	case c.AlertmanagerRefresh < time.Second || c.AlertmanagerRefresh >= 5*time.Minute:
 		return badField("AlertmanagerRefresh", "must be from 1s to under 5m (a firing alert is sent ending 4 refreshes ahead; keep it well under the Alertmanager's resolve_timeout, 5m by default)")
 	case c.AlertmanagerSilenceMax < time.Minute:
@@ -368,7 +396,10 @@ func (c Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return badField("LogLevel", err.Error())
 	}
-	return nil
+	if err := c.checkOIDC(); err != nil {
+		return err
+	}
+	return c.checkBasemap()
 }
 
 // validOrigin reports whether s is a browser origin: scheme://host[:port]
@@ -418,6 +449,7 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "DroneTTL", Flag: "drone-ttl", Env: "NOFLY_DRONE_TTL", Usage: "a drone without an active alarm not heard this long on the log's clock is forgotten (engine and Redis; a drone that raised is kept --event-ttl after the raise)"},
 	{Name: "Batch", Flag: "batch", Env: "NOFLY_ALERTER_BATCH", Usage: "records per batch at most (one Redis round trip per batch)"},
 	{Name: "Linger", Flag: "linger", Env: "NOFLY_ALERTER_LINGER", Usage: "how long a batch waits to fill after its first record"},
+	{Name: "LingerIdle", Flag: "linger-idle", Env: "NOFLY_ALERTER_LINGER_IDLE", Usage: "a batch goes before --linger once a window this long passes with no record (the flow paused): a lone position is decided at once, a flood still fills batches; 0 or --linger and over: always wait --linger"},
 	{Name: "SessionTimeout", Flag: "session-timeout", Env: "NOFLY_ALERTER_SESSION_TIMEOUT", Usage: "consumer group session timeout"},
 	{Name: "HeartbeatInterval", Flag: "heartbeat", Env: "NOFLY_ALERTER_HEARTBEAT", Usage: "consumer group heartbeat interval"},
 	{Name: "RebalanceTimeout", Flag: "rebalance-timeout", Env: "NOFLY_ALERTER_REBALANCE_TIMEOUT", Usage: "consumer group rebalance timeout"},
@@ -426,16 +458,22 @@ var configFields = slices.Concat(envflag.Fields[Config]{
 	{Name: "WebhookMaxAttempts", Flag: "webhook-max-attempts", Env: "NOFLY_WEBHOOK_MAX_ATTEMPTS", Usage: "attempts per event and webhook before the event is dead-lettered"},
 	{Name: "WebhookTimeout", Flag: "webhook-timeout", Env: "NOFLY_WEBHOOK_TIMEOUT", Usage: "bound of one webhook POST"},
 	{Name: "OutboxRetention", Flag: "outbox-retention", Env: "NOFLY_OUTBOX_RETENTION", Usage: "how long an outbox entry is kept once every output has passed it (audits, webhooks added later); 0 keeps every entry"},
+	{Name: "AuditTopic", Flag: "audit-topic", Env: "NOFLY_AUDIT_TOPIC", Usage: "Kafka topic the audit trail is sent to, exactly once for read_committed readers, by the instance owning telemetry partition 0 (one partition, created if missing); empty: the trail stays in Redis only"},
+	{Name: "AuditRetention", Flag: "audit-retention", Env: "NOFLY_AUDIT_RETENTION", Usage: "how long Redis keeps an audit entry (GET /v1/audit); older entries are trimmed as new ones are written"},
 	{Name: "Alertmanagers", Flag: "alertmanager", Env: "NOFLY_ALERTMANAGER", Usage: "URL of an Alertmanager (http[s]://host:port[/route-prefix]) every active alarm is posted to as a DroneInZone alert, an ack becoming a silence of it; at least once, driven from the outbox; repeatable (an HA pair gets both), or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
 	{Name: "AlertmanagerSeverity", Flag: "alertmanager-severity", Env: "NOFLY_ALERTMANAGER_SEVERITY", Usage: "the Alertmanager alerts' severity label by zone category (category=severity, comma separated; * for every other category)"},
 	{Name: "AlertmanagerRefresh", Flag: "alertmanager-refresh", Env: "NOFLY_ALERTMANAGER_REFRESH", Usage: "how often the active alarms of the partitions this instance owns are posted to the Alertmanagers again (and at start); a firing alert ends 4 refreshes ahead unless refreshed: keep it well under the Alertmanager's resolve_timeout"},
 	{Name: "AlertmanagerSilenceMax", Flag: "alertmanager-silence-max", Env: "NOFLY_ALERTMANAGER_SILENCE_MAX", Usage: "longest an ack's Alertmanager silence lasts (it is expired when the alarm clears)"},
 	{Name: "HTTPAddr", Flag: "http", Env: "NOFLY_ALERTER_HTTP", Usage: "address of /metrics, /healthz, /readyz, /openapi.json and the API; empty turns it off"},
 }, httpserve.Rows[Config]("NOFLY_ALERTER"), envflag.Fields[Config]{
-	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other"},
+	{Name: "APITokens", Flag: "api-tokens", Env: "NOFLY_API_TOKENS", Usage: "file of API tokens (name, role, SHA-256; see alerter api-token): every /v1 request then needs Authorization: Bearer <token>; without it the API is served only on a loopback --http, unauthenticated, and is off on any other; read again on SIGHUP"},
 	{Name: "APICORSOrigins", Flag: "api-cors-origins", Env: "NOFLY_API_CORS_ORIGINS", Usage: "origins a browser may call the API from, comma separated (* for any); empty: no CORS"},
 	{Name: "PublicURLs", Flag: "public-url", Env: "NOFLY_ALERTER_PUBLIC_URLS", Usage: "a URL clients reach --http by (http[s]://host[:port]); its host is accepted as Host and its origin as a write's Origin (the listener's addresses, localhost and the hostname always are); repeatable, or comma separated", Value: func(p any) flag.Value { return (*envflag.Repeatable)(p.(*[]string)) }},
 	{Name: "TrustedProxies", Flag: "trusted-proxies", Env: "NOFLY_TRUSTED_PROXIES", Usage: "proxies (CIDRs or addresses, comma separated) whose X-Forwarded-For (or Forwarded) names the client for rate limits, logs and the loopback check; empty: the connection's peer is the client"},
+	{Name: "MapTiles", Flag: "map-tiles", Env: "NOFLY_MAP_TILES", Usage: "the dashboard's base map from a tile server: an XYZ raster template, http(s)://host/.../{z}/{x}/{y}.png; the page's Content-Security-Policy admits that origin for images and no other; needs --map-attribution"},
+	{Name: "MapPMTiles", Flag: "map-pmtiles", Env: "NOFLY_MAP_PMTILES", Usage: "the dashboard's base map from a local PMTiles v3 archive of vector tiles (Protomaps basemap layers), served by the alerter at /v1/map/basemap.pmtiles: no request leaves it; neither flag: the coastline"},
+	{Name: "MapAttribution", Flag: "map-attribution", Env: "NOFLY_MAP_ATTRIBUTION", Usage: "the base map's credit in the map's corner, plain text (at most 300 characters); default with --map-pmtiles: the archive's own, else © OpenStreetMap contributors"},
+}, oidcRows[Config](), envflag.Fields[Config]{
 	{Name: "APIRatePerToken", Flag: "api-rate-per-token", Env: "NOFLY_API_RATE_PER_TOKEN", Usage: "API requests per second one token may make (429 with Retry-After beyond); 0: unlimited"},
 	{Name: "APIRatePerAddr", Flag: "api-rate-per-addr", Env: "NOFLY_API_RATE_PER_ADDR", Usage: "API requests per second one client address may make, before authentication; 0: unlimited"},
 	{Name: "AlarmRetention", Flag: "alarm-retention", Env: "NOFLY_ALARM_RETENTION", Usage: "how long alarm and zone history stays queryable through the API"},

@@ -80,6 +80,16 @@ func TestParseConfig(t *testing.T) {
 			func(c Config) bool { return c.ZoneHistoryMaxBytes == 2<<20 && c.APIZoneSetMaxBytes == 64<<20 }, ""},
 		{"zone history under 1 MiB", []string{"--zones", "z", "--zone-history-max-bytes", "1000"}, nil, nil, "ZoneHistoryMaxBytes (--zone-history-max-bytes"},
 		{"zone set body over 1 GiB", []string{"--zones", "z", "--api-zone-set-max-bytes", "2147483648"}, nil, nil, "APIZoneSetMaxBytes (--api-zone-set-max-bytes"},
+		{"map tiles", []string{"--zones", "z", "--map-tiles", "https://tiles.example:8443/osm/{z}/{x}/{y}.png?key=k", "--map-attribution", "© OpenStreetMap contributors"}, nil,
+			func(c Config) bool { return c.tileOrigin() == "https://tiles.example:8443" }, ""},
+		{"map tiles without y", []string{"--zones", "z", "--map-tiles", "https://tiles.example/{z}/{x}.png", "--map-attribution", "x"}, nil, nil, "MapTiles (--map-tiles, NOFLY_MAP_TILES)"},
+		{"map tiles not http", []string{"--zones", "z", "--map-tiles", "file:///tiles/{z}/{x}/{y}.png", "--map-attribution", "x"}, nil, nil, "must be an http(s)"},
+		{"map tiles host varies", []string{"--zones", "z", "--map-tiles", "https://{z}.tiles.example/{x}/{y}.png", "--map-attribution", "x"}, nil, nil, "one origin"},
+		{"map tiles without credit", nil, map[string]string{"NOFLY_ZONES": "z", "NOFLY_MAP_TILES": "https://t.example/{z}/{x}/{y}.png"}, nil, "MapAttribution (--map-attribution"},
+		{"map attribution alone", []string{"--zones", "z", "--map-attribution", "x"}, nil, nil, "give --map-tiles or --map-pmtiles with it"},
+		{"map attribution too long", []string{"--zones", "z", "--map-tiles", "https://t.example/{z}/{x}/{y}.png", "--map-attribution", strings.Repeat("x", 301)}, nil, nil, "at most 300"},
+		{"map pmtiles missing", []string{"--zones", "z", "--map-pmtiles", "/nonexistent/map.pmtiles"}, nil, nil, "MapPMTiles (--map-pmtiles, NOFLY_MAP_PMTILES): /nonexistent/map.pmtiles"},
+		{"map both", []string{"--zones", "z", "--map-pmtiles", "a.pmtiles", "--map-tiles", "https://t.example/{z}/{x}/{y}.png", "--map-attribution", "x"}, nil, nil, "not both"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,7 +156,7 @@ func TestEnvironRoundTrip(t *testing.T) {
 			RedisTLSCert: "rc.pem", RedisTLSKey: "rk.pem"},
 		RedisPrefix: "p", EventTTL: 2 * time.Hour, RedisMinReplicas: 2, RedisReplicaTimeout: 500 * time.Millisecond,
 		Zones: "z.geojson", StrictZones: true, ConservativeZones: true, AllowEmptyZones: true,
-		Batch: 7, Linger: 5 * time.Millisecond,
+		Batch: 7, Linger: 5 * time.Millisecond, LingerIdle: 3 * time.Millisecond,
 		SessionTimeout: 9 * time.Second, HeartbeatInterval: 2 * time.Second, RebalanceTimeout: 4 * time.Second,
 		EventsTopic: "e.x", Webhooks: []WebhookURL{{"a", "http://h:1/a"}, {"b", "https://h/b?q=1"}},
 		WebhookMaxAttempts: 2, WebhookTimeout: 3 * time.Second, OutboxRetention: time.Minute,
@@ -160,17 +170,24 @@ func TestEnvironRoundTrip(t *testing.T) {
 		Limits: httpserve.Limits{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: 2 * time.Second, HTTPWriteTimeout: 3 * time.Second,
 			HTTPIdleTimeout: 4 * time.Second, HTTPMaxHeaderBytes: 5000, HTTPMinBodyRate: 6000, HTTPMaxConns: 7},
 		APIMaxStreams: 8, APIMaxStreamsPerToken: 3, APIMaxBulkRequests: 2,
+		AuditTopic: "audit.test", AuditRetention: 48 * time.Hour,
+		MapTiles: "https://tiles.example/{z}/{x}/{y}.png", MapAttribution: "© tiles",
+		OIDCSettings: OIDCSettings{OIDCIssuer: "https://idp.example/realms/nofly", OIDCClientID: "nofly", OIDCClientSecretFile: "oidc.secret",
+			OIDCRoleClaim: "roles", OIDCRoles: "a=admin,o=operator", OIDCNameClaim: "email", OIDCAudience: "nofly-api"},
 	}
 	d := DefaultConfig()
 	cv, dv := reflect.ValueOf(c), reflect.ValueOf(d)
 	for i := range cv.NumField() {
+		if cv.Type().Field(i).Name == "MapPMTiles" { // it and MapTiles exclude each other
+			continue
+		}
 		if reflect.DeepEqual(cv.Field(i).Interface(), dv.Field(i).Interface()) {
 			t.Fatalf("field %s is its default: the round trip would not test it", cv.Type().Field(i).Name)
 		}
 	}
 	vars, flags := c.Environ()
-	if len(vars) != len(configFields) || flags != nil {
-		t.Fatalf("Environ gave %d variables and flags %v, want %d variables and no flag: %v", len(vars), flags, len(configFields), vars)
+	if len(vars) != len(configFields)-1 || len(flags) != 1 || flags[0] != "--map-pmtiles=" {
+		t.Fatalf("Environ gave %d variables and flags %v, want %d variables and only --map-pmtiles=: %v", len(vars), flags, len(configFields)-1, vars)
 	}
 	env := map[string]string{}
 	for _, kv := range vars {
@@ -191,7 +208,8 @@ func TestEnvironRoundTrip(t *testing.T) {
 	vars, flags = empty.Environ()
 	if want := []string{"--kafka-tls-ca=", "--kafka-tls-cert=", "--kafka-tls-key=", "--kafka-sasl=", "--kafka-sasl-user=", "--kafka-sasl-password-file=",
 		"--redis-user=", "--redis-password-file=", "--redis-tls-ca=", "--redis-tls-cert=", "--redis-tls-key=",
-		"--events-topic=", "--webhook=", "--alertmanager=", "--http=", "--api-tokens=", "--api-cors-origins=", "--public-url=", "--trusted-proxies="}; !reflect.DeepEqual(flags, want) {
+		"--events-topic=", "--webhook=", "--alertmanager=", "--http=", "--api-tokens=", "--api-cors-origins=", "--public-url=", "--trusted-proxies=",
+		"--map-tiles=", "--map-pmtiles=", "--map-attribution=", "--oidc-issuer=", "--oidc-client-id=", "--oidc-client-secret-file=", "--oidc-roles=", "--oidc-audience="}; !reflect.DeepEqual(flags, want) {
 		t.Fatalf("flags %v, want %v", flags, want)
 	}
 	env = map[string]string{}

@@ -25,6 +25,11 @@ func TestRedisConnectionsDroppedProof(t *testing.T) {
 	alerterBinary(t)
 	p.produceAt(sc.Records, sc.Received)
 	a := p.startProc("alerter", cfg)
+	// The kills begin once the alerter works: a connection dropped while
+	// it starts (before it takes a batch) ends the start with the error,
+	// for its supervisor to start it again, which is not what this proves.
+	a.up(60 * time.Second)
+	testenv.CheckFor(t, 60*time.Second, a.healthz)
 	ctx, cancel := context.WithCancel(context.Background())
 	kills := make(chan int)
 	var killed atomic.Int64

@@ -3,6 +3,7 @@ package alerterd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -196,7 +197,14 @@ func produceSteadily(ctx context.Context, t *testing.T, p *pipeline, at [][2]flo
 				}
 				msgs[i] = kafka.Message{Key: []byte(pos.DroneID), Value: b, Time: now}
 			}
-			if err := w.WriteMessages(ctx, msgs...); err != nil {
+			// A topic just made may not be known to the broker's metadata
+			// yet: its first writes may answer Unknown Topic Or Partition.
+			err := w.WriteMessages(ctx, msgs...)
+			for tries := 0; errors.Is(err, kafka.UnknownTopicOrPartition) && tries < 50 && ctx.Err() == nil; tries++ {
+				time.Sleep(200 * time.Millisecond)
+				err = w.WriteMessages(ctx, msgs...)
+			}
+			if err != nil {
 				if ctx.Err() == nil {
 					t.Error(err)
 				}

@@ -30,11 +30,15 @@ func (p *pipeline) finish(want []refEvent, produced <-chan struct{}) {
 // applied, so mid-batch, mid-commit, mid-fetch or mid-dispatch) and
 // restarted; the final outbox equals the reference, 0 missing and 0
 // duplicate, and so does the events topic the dispatchers of the killed
-// alerters wrote to (each outbox event once, in its partition).
+// alerters wrote to (each outbox event once, in its partition). The drones
+// report pilots (scenario.WithOperators): every raise carries the pilot as
+// known at it, through Kafka, the states in Redis and the restarts, and
+// the reference remembers it on its own.
 func TestCrashProof(t *testing.T) {
 	t.Parallel()
 	brokers, raddr := testenv.Kafka(t), testenv.Redis(t)
 	sc := scenario.Generate(scenario.DefaultConfig())
+	sc.Records = scenario.WithOperators(sc.Records)
 	want := referenceAt(loadRefZones(t, zonesPath()), sc, 6)
 	p := newPipeline(t, brokers, raddr, 6).withEvents()
 	cfg := p.config()

@@ -198,21 +198,87 @@ func TestSecureEndToEnd(t *testing.T) {
 	}
 	const partitions = 2
 	topic, events := testenv.UniqueName("secure-telemetry"), testenv.UniqueName("secure-events")
+	auditTopic := testenv.UniqueName("secure-audit")
 	prefix := testenv.UniqueName("secure")
-	ingestKafka := sk.Security(kafkaconn.Plain, false)
-	alerterKafka := sk.Security(kafkaconn.ScramSHA512, true)
-	alerterRedis := sr.Security(true)
+	// Least privilege: the services connect as principals of their own,
+	// granted exactly the ACLs of docs/operations.md; the admin (the
+	// loopback listener's super user) creates the topics, which they may
+	// not.
+	ingestKafka := sk.UserSecurity("nofly-ingest", kafkaconn.Plain, false)
+	alerterKafka := sk.UserSecurity("nofly-alerter", kafkaconn.ScramSHA512, true)
+	for _, s := range []kafkaconn.Security{ingestKafka, alerterKafka} {
+		b, err := os.ReadFile(s.KafkaSASLPasswordFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets["Kafka password of "+s.KafkaSASLUser] = strings.TrimSpace(string(b))
+	}
+	// The topics of the refusals: one ingest may only describe, one the
+	// alerter may not write, one it may use but under no transactional id
+	// of its own, and one nobody created.
+	roTopic, roEvents, noTxnEvents := testenv.UniqueName("secure-ro"), testenv.UniqueName("secure-ro-events"), testenv.UniqueName("secure-notxn")
+	missingEvents, otherGroup := testenv.UniqueName("secure-missing"), testenv.UniqueName("secure-group")
+	for name, n := range map[string]int{topic: partitions, events: partitions, auditTopic: 1, roTopic: partitions, roEvents: partitions, noTxnEvents: partitions} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := testenv.EnsureTopic(ctx, sk.Brokers(), name, n)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	acls := testenv.DocACLs(t, map[string]string{"telemetry.positions": topic, "alerts.events": events, "audit.events": auditTopic, "nofly-alerter": prefix})
+	allow := func(principal string, rt kafka.ResourceType, name string, ops ...kafka.ACLOperationType) {
+		for _, op := range ops {
+			acls = append(acls, kafka.ACLEntry{ResourceType: rt, ResourceName: name, ResourcePatternType: kafka.PatternTypeLiteral,
+				Principal: principal, Host: "*", Operation: op, PermissionType: kafka.ACLPermissionTypeAllow})
+		}
+	}
+	allow("User:nofly-ingest", kafka.ResourceTypeTopic, roTopic, kafka.ACLOperationTypeDescribe)
+	allow("User:nofly-alerter", kafka.ResourceTypeTopic, roEvents, kafka.ACLOperationTypeDescribe, kafka.ACLOperationTypeRead)
+	allow("User:nofly-alerter", kafka.ResourceTypeTopic, noTxnEvents, kafka.ACLOperationTypeDescribe, kafka.ACLOperationTypeRead, kafka.ACLOperationTypeWrite)
+	sk.GrantACLs(t, acls)
+	// Redis the same way: the alerter's ACL user has exactly the line of
+	// docs/operations.md; another lacks EVALSHA.
+	adminRedis := sr.Client(t)
+	redisUser := func(user string, drop string) redisconn.Access {
+		pw := testenv.UniqueName("pw")
+		_, rules := testenv.DocRedisACL(t, prefix, pw)
+		args := []any{"acl", "setuser", user}
+		for _, r := range rules {
+			if r != drop {
+				args = append(args, r)
+			}
+		}
+		if err := adminRedis.Do(context.Background(), args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER %s: %v", user, err)
+		}
+		f := filepath.Join(t.TempDir(), user+".password")
+		if err := os.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		secrets["Redis password of "+user] = pw
+		a := sr.Security(true)
+		a.RedisUser, a.RedisPasswordFile = user, f
+		return a
+	}
+	docUser, _ := testenv.DocRedisACL(t, prefix, "")
+	noEvalsha := testenv.UniqueName("nofly-noevalsha")
+	alerterRedis := redisUser(docUser, "")
+	noEvalshaRedis := redisUser(noEvalsha, "+evalsha")
 	ingestArgs := func(k kafkaconn.Security, port int) []string {
 		return append([]string{"serve", "--brokers", brokers, "--topic", topic, "--partitions", strconv.Itoa(partitions),
 			"--addr", "127.0.0.1:" + strconv.Itoa(port), "--log-level", "debug"}, kafkaFlags(k)...)
 	}
-	alerterArgs := func(port int) []string {
+	alerterArgsWith := func(port int, events, group string) []string {
 		return []string{"serve", "--brokers", brokers, "--topic", topic, "--partitions", strconv.Itoa(partitions),
-			"--group", prefix, "--redis", sr.Addr(), "--redis-prefix", prefix, "--zones", zones,
+			"--group", group, "--redis", sr.Addr(), "--redis-prefix", prefix, "--zones", zones,
 			"--events-topic", events, "--http", "127.0.0.1:" + strconv.Itoa(port), "--linger", "10ms", "--log-level", "debug"}
 	}
+	alerterArgs := func(port int) []string { return alerterArgsWith(port, events, prefix) }
 	alerterEnv := func(k kafkaconn.Security, r redisconn.Access) []string {
-		return append(kafkaEnv(k), redisEnv(r)...)
+		// The audit topic by variable: an alerter without the audit trail
+		// ignores it.
+		return append(append(kafkaEnv(k), redisEnv(r)...), "NOFLY_AUDIT_TOPIC="+auditTopic)
 	}
 
 	t.Run("refused at start", func(t *testing.T) {
@@ -239,6 +305,19 @@ func TestSecureEndToEnd(t *testing.T) {
 				[]string{"alerter: ", "kafka refused the SASL credentials", "user nofly", wrongKafka}},
 			{"alerter serve, missing Kafka CA file", alerter, alerterArgs(testenv.FreePort(t)), alerterEnv(withKafka(alerterKafka, noKafkaCA), alerterRedis),
 				[]string{"alerter: ", "CA file", missing}},
+			{"ingest serve, no WRITE on its topic", ingest, append([]string{"serve", "--brokers", brokers, "--topic", roTopic, "--partitions", strconv.Itoa(partitions),
+				"--addr", "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))}, kafkaFlags(ingestKafka)...), nil,
+				[]string{"ingest: ", fmt.Sprintf(`kafka principal User:nofly-ingest may not WRITE topic %q: grant it (docs/operations.md, Least privilege)`, roTopic)}},
+			{"alerter serve, events topic missing", alerter, alerterArgsWith(testenv.FreePort(t), missingEvents, prefix), alerterEnv(alerterKafka, alerterRedis),
+				[]string{"alerter: ", "events topic: topic " + missingEvents + " does not exist and this principal may not create it"}},
+			{"alerter serve, no WRITE on the events topic", alerter, alerterArgsWith(testenv.FreePort(t), roEvents, prefix), alerterEnv(alerterKafka, alerterRedis),
+				[]string{"alerter: ", fmt.Sprintf(`kafka principal User:nofly-alerter may not WRITE topic %q`, roEvents)}},
+			{"alerter serve, no transactional id", alerter, alerterArgsWith(testenv.FreePort(t), noTxnEvents, prefix), alerterEnv(alerterKafka, alerterRedis),
+				[]string{"alerter: ", fmt.Sprintf(`kafka principal User:nofly-alerter may not WRITE transactional id "nofly-outbox:%s:0"`, noTxnEvents)}},
+			{"alerter serve, no READ on its group", alerter, alerterArgsWith(testenv.FreePort(t), events, otherGroup), alerterEnv(alerterKafka, alerterRedis),
+				[]string{"alerter: ", fmt.Sprintf(`kafka principal User:nofly-alerter may not READ group %q`, otherGroup)}},
+			{"alerter serve, Redis user without EVALSHA", alerter, alerterArgs(testenv.FreePort(t)), alerterEnv(alerterKafka, noEvalshaRedis),
+				[]string{"alerter: ", fmt.Sprintf("redis permissions: redis user %s may not run EVALSHA on key {%s:probe}: NOPERM", noEvalsha, prefix)}},
 			{"alerter serve, wrong Redis password", alerter, alerterArgs(testenv.FreePort(t)),
 				alerterEnv(alerterKafka, withRedis(alerterRedis, func(a *redisconn.Access) { a.RedisPasswordFile = wrongRedis })),
 				[]string{"alerter: ", "redis refused the credentials", "user nofly", wrongRedis}},
@@ -366,7 +445,11 @@ func TestSecureEndToEnd(t *testing.T) {
 		}
 		// What the logs say instead of a password: where it comes from.
 		for _, r := range []*secRun{in, al} {
-			if !strings.Contains(r.out.String(), sk.PasswordFile) {
+			pw := ingestKafka.KafkaSASLPasswordFile
+			if r == al {
+				pw = alerterKafka.KafkaSASLPasswordFile
+			}
+			if !strings.Contains(r.out.String(), pw) {
 				t.Errorf("%s never names the Kafka password file it reads", r.name)
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/internal/redisconn"
+	"github.com/nofly-dev/nofly/internal/redisperm"
 	"github.com/nofly-dev/nofly/producer"
 )
 
@@ -40,6 +41,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if err != nil {
 		return err
 	}
+	// SIGHUP is taken from here on (its default ends the process); one
+	// that comes while the alerter starts is handled once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	src := cfg.zoneSource()
 	ix, rep, err := src.load()
 	if err != nil {
@@ -61,6 +67,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 		return err
 	}
 	defer rc.Close()
+	// A Redis user short of a command or of the prefix's keys stops the
+	// start here, named (docs/operations.md, Least privilege).
+	if err := redisperm.Check(ctx, rc, cfg.RedisUser, cfg.RedisPrefix); err != nil {
+		return err
+	}
 	// The telemetry topic is taken with whatever count it has (ingest
 	// checks it); the events topic must match it.
 	partitions, err := ensureTopic(ctx, cfg.Brokers, kc, kafkatopic.Spec{Name: cfg.Topic, Partitions: cfg.Partitions, AnyCount: true})
@@ -82,6 +93,18 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	o.BeforeCommit = faultsFromEnv(os.Getenv, log).hook(log)
 	if d != nil { // a nil *outbox.Dispatcher in the interface would not be nil
 		o.Dispatcher = d.d
+	}
+	// The audit trail to Kafka, beside partition 0's engine (audit.go).
+	ad, err := newAuditDispatch(ctx, cfg, kc, rc, partitions, log)
+	if err != nil {
+		return err
+	}
+	if ad != nil {
+		o.Dispatcher = withAudit{next: o.Dispatcher, audit: ad}
+	}
+	// Every topic exists now: a missing ACL stops the start here, named.
+	if err := checkKafkaPermissions(ctx, cfg, kc, partitions, log); err != nil {
+		return err
 	}
 	g, err := consume.New(o)
 	if err != nil {
@@ -132,15 +155,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 	if _, err := startAuthSync(ctx, cfg, rc, &auths, m, log); err != nil {
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// SIGHUP also reads --api-tokens again (tokenreload.go), each reload
+	// an entry of the audit trail.
+	auditLog := cfg.auditLog(rc, partitions) // --audit-retention
+	tokens := newTokenReloader(auth.store, m.reg, log).withAudit(auditLog)
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
+				tokens.reload(ctx)
 				zsync.reload(ctx)
 			}
 		}
@@ -157,7 +182,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started func(metri
 func (c Config) groupOptions(rc redis.UniversalClient, zones *geofence.Current, log *slog.Logger) consume.Options {
 	return consume.Options{
 		Brokers: c.Brokers, Topic: c.Topic, Group: c.Group,
-		Batch: c.Batch, Linger: c.Linger,
+		Batch: c.Batch, Linger: c.Linger, LingerIdle: c.LingerIdle,
 		SessionTimeout: c.SessionTimeout, HeartbeatInterval: c.HeartbeatInterval, RebalanceTimeout: c.RebalanceTimeout,
 		Redis: rc, Prefix: c.RedisPrefix, EventTTL: c.EventTTL, AlarmRetention: c.AlarmRetention, Replicas: c.replicas(),
 		Zones: zones, Logger: log, Timing: c.timing(), Approach: c.approach(),

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/geofence"
 	"github.com/nofly-dev/nofly/geofence/zonestore"
 	"github.com/nofly-dev/nofly/internal/gchold"
@@ -50,6 +51,9 @@ type zoneSync struct {
 	m     *metrics
 	log   *slog.Logger
 	host  string
+	// auditRetention is --audit-retention: a stored file's audit entry
+	// trims its stream by it.
+	auditRetention time.Duration
 
 	// applyMu makes applies one at a time (two builds of a national set
 	// at once would hold both in memory); mu guards inUse and refused and
@@ -67,7 +71,7 @@ type zoneSync struct {
 func startZoneSync(ctx context.Context, cfg Config, rc redis.UniversalClient, zones *geofence.Current, m *metrics, log *slog.Logger) (*zoneSync, error) {
 	host, _ := os.Hostname()
 	zs := &zoneSync{store: cfg.zoneStore(rc), v: cfg.zoneValidator(), src: cfg.zoneSource(), zones: zones, m: m,
-		log: log, host: host}
+		log: log, host: host, auditRetention: cfg.AuditRetention}
 	// Redis may be unreachable or drop connections for a while (the client
 	// does not retry): the store is tried again, with backoff, until ctx
 	// ends; a zone file or stored set that does not load is final.
@@ -245,7 +249,10 @@ func (zs *zoneSync) putFile(ctx context.Context, by string, seed bool) (zonestor
 			zs.log.Info("zone file equals the zone store's current set: no new version", "zone_version", cur.Version)
 			return cur, nil
 		}
-		e, err := zs.store.Put(ctx, cur.Version, string(format), doc, by)
+		// The audit entry of the seed or the SIGHUP, written with the version.
+		actx := audit.WithChange(ctx, audit.Entry{Who: by, Via: audit.ViaSystem, Action: audit.ActionZonesPut,
+			Request: "zone file " + zs.src.path, Outcome: audit.OutcomeOK}, zs.auditRetention, nil)
+		e, err := zs.store.Put(actx, cur.Version, string(format), doc, by)
 		var ce *zonestore.ConflictError
 		if errors.As(err, &ce) && try < 10 {
 			continue

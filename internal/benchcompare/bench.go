@@ -273,9 +273,11 @@ func renumbered(sc *scenario.Scenario) (*scenario.Scenario, map[string]map[int64
 
 // fromReference keeps what both sides are compared on.
 func fromReference(es []reference.Event) []Event {
-	out := make([]Event, len(es))
-	for i, e := range es {
-		out[i] = Event{Type: e.Type, DroneID: e.DroneID, ZoneID: e.ZoneID, Seq: e.Seq}
+	out := make([]Event, 0, len(es))
+	for _, e := range es {
+		if Compared(e.Type) {
+			out = append(out, Event{Type: e.Type, DroneID: e.DroneID, ZoneID: e.ZoneID, Seq: e.Seq})
+		}
 	}
 	return out
 }
@@ -293,11 +295,13 @@ func replay(ctx context.Context, alerter, zones, input string) ([]Event, error) 
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		e, err := NoflyEvent([]byte(line))
+		e, ok, err := NoflyEvent([]byte(line))
 		if err != nil {
 			return nil, err
 		}
-		evs = append(evs, e)
+		if ok {
+			evs = append(evs, e)
+		}
 	}
 	return evs, nil
 }

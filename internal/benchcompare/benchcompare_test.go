@@ -84,12 +84,20 @@ func TestTile38Event(t *testing.T) {
 }
 
 func TestNoflyEvent(t *testing.T) {
-	got, err := NoflyEvent([]byte(`{"event_id":"x","alarm_id":"a","type":"cleared","drone_id":"UAV-0003","zone_id":"Z01","seq":99,"reason":"left"}`))
-	if want := (Event{Type: "cleared", DroneID: "UAV-0003", ZoneID: "Z01", Seq: 99}); err != nil || got != want {
-		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	got, ok, err := NoflyEvent([]byte(`{"event_id":"x","alarm_id":"a","type":"cleared","drone_id":"UAV-0003","zone_id":"Z01","seq":99,"reason":"left"}`))
+	if want := (Event{Type: "cleared", DroneID: "UAV-0003", ZoneID: "Z01", Seq: 99}); err != nil || !ok || got != want {
+		t.Fatalf("got %+v, %v, %v; want %+v", got, ok, err, want)
 	}
-	if _, err := NoflyEvent([]byte(`{"type":"moved"}`)); err == nil {
-		t.Error("an event of an unknown type was accepted")
+	// Signal loss has no counterpart in Tile38: read, not compared.
+	for _, typ := range []string{"signal_lost", "signal_regained"} {
+		if _, ok, err := NoflyEvent([]byte(`{"type":"` + typ + `","drone_id":"UAV-0003","zone_id":"Z01","seq":7}`)); err != nil || ok {
+			t.Errorf("%s: ok %v, err %v; want left out without error", typ, ok, err)
+		}
+	}
+	for _, typ := range []string{"moved", "approaching"} {
+		if _, _, err := NoflyEvent([]byte(`{"type":"` + typ + `"}`)); err == nil {
+			t.Errorf("an event of type %q was accepted", typ)
+		}
 	}
 }
 

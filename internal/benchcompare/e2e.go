@@ -179,6 +179,18 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	follower := &eventFollower{addr: kafka.TCP(brokers...), topic: eventsTopic, partitions: cfg.Partitions, start: start}
 	var bg sync.WaitGroup
 	bg.Go(func() { follower.run(runCtx) })
+	// The operator's screen: connected before the first position.
+	screen := &sseFollower{url: "http://" + alerterAddr + "/v1/events/stream", start: start}
+	screenUp := make(chan struct{})
+	bg.Go(func() { screen.run(runCtx, screenUp) })
+	select {
+	case <-screenUp:
+	case <-time.After(10 * time.Second):
+		_, last := screen.fails.get()
+		return nil, fmt.Errorf("the SSE client did not connect to %s within 10s: %v", screen.url, last)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	lags := &lagSeries{}
 	bg.Go(func() { lags.run(runCtx, kc, topic, runID, cfg.Partitions, start, log) })
 	var accepted atomic.Int64
@@ -192,6 +204,7 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 		return nil, fmt.Errorf("%w\ningest log:\n%s", err, ingest.tailLog())
 	}
 	res.Accepted, res.Refused, res.RefusedRequests, res.Requests = sent.accepted, sent.refused, sent.refusedReqs, sent.requests
+	res.Answer202 = Summarize(sent.answers)
 	res.SendSeconds = sent.last.Sub(start).Seconds()
 	log.Info("traffic sent; waiting for the alerter", "accepted", sent.accepted, "refused", sent.refused,
 		"seconds", fmt.Sprintf("%.2f", res.SendSeconds))
@@ -210,8 +223,17 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	}
 	res.AlerterEvents = int64(m["nofly_alerter_events_raised_total"] + m["nofly_alerter_events_cleared_total"] - m["nofly_alerter_events_suppressed_total"])
 	res.AlerterRecords = int64(m["nofly_alerter_records_total"])
+	if c := m["nofly_alerter_batch_seconds_count"]; c > 0 {
+		res.BatchMeanSeconds = m["nofly_alerter_batch_seconds_sum"] / c
+		res.RecordsPerBatch = m["nofly_alerter_records_total"] / c
+	}
 	done := waitEvents(ctx, follower, int(res.AlerterEvents), log)
 	res.EventsSeconds = done.Sub(start).Seconds()
+	// The screen gets each event from Redis, not the topic: give it a
+	// moment to show the last ones.
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait) && screen.count() < follower.count(); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	cpu1 := smp.take()
 	redis1, err := redisInfo(ctx, rdb)
 	if err != nil {
@@ -236,8 +258,12 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	}
 	res.Lag = lags.summary(res.SendSeconds)
 	res.matchEvents(follower, sent.log)
-	if follower.errs > 0 {
-		log.Debug("polls of alerts.events that failed (retried)", "count", follower.errs, "last", follower.lastEr)
+	res.matchSSE(screen, follower, sent.log)
+	if res.SSEEvents < res.Events {
+		log.Warn("the SSE client got fewer events than alerts.events holds", "sse", res.SSEEvents, "topic", res.Events)
+	}
+	if n, last := follower.fails.get(); n > 0 {
+		log.Debug("polls of alerts.events that failed (retried)", "count", n, "last", last)
 	}
 	if res.Events < int(res.AlerterEvents) {
 		log.Warn("alerts.events holds fewer events than the alerter committed", "seen", res.Events, "alerter", res.AlerterEvents)
@@ -341,7 +367,8 @@ func alerterMetrics(ctx context.Context, url string) (map[string]float64, error)
 		return nil, fmt.Errorf("alerter metrics: %w", err)
 	}
 	return MetricValues(string(b), "nofly_alerter_events_raised_total", "nofly_alerter_events_cleared_total",
-		"nofly_alerter_events_suppressed_total", "nofly_alerter_records_total")
+		"nofly_alerter_events_suppressed_total", "nofly_alerter_records_total",
+		"nofly_alerter_batch_seconds_sum", "nofly_alerter_batch_seconds_count")
 }
 
 // cleanupRun deletes the run's Redis keys, topics and consumer group.
@@ -382,6 +409,7 @@ type sent struct {
 	requests, refusedReqs int
 	last                  time.Time // the last answer
 	log                   *acceptLog
+	answers               []time.Duration // each 202's time from the request's start
 }
 
 // sendTraffic generates the ticks and has the clients post them, paced
@@ -454,6 +482,7 @@ func sendTraffic(ctx context.Context, cfg E2EConfig, url string, start time.Time
 						return
 					}
 				}
+				began := time.Now()
 				status, msg, err := PostBatch(ctx, client, url, tb.b.body)
 				now := time.Now()
 				if err != nil {
@@ -469,6 +498,7 @@ func sendTraffic(ctx context.Context, cfg E2EConfig, url string, start time.Time
 					}
 					continue
 				}
+				out.answers = append(out.answers, now.Sub(began))
 				ns := now.Sub(start).Nanoseconds()
 				for _, r := range tb.b.recs {
 					out.log.add(r.drone, r.seq, ns)
@@ -491,6 +521,7 @@ func sendTraffic(ctx context.Context, cfg E2EConfig, url string, start time.Time
 		total.refused += o.refused
 		total.requests += o.requests
 		total.refusedReqs += o.refusedReqs
+		total.answers = append(total.answers, o.answers...)
 		if o.last.After(total.last) {
 			total.last = o.last
 		}

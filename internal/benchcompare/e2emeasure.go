@@ -244,8 +244,36 @@ type eventFollower struct {
 	mu     sync.Mutex
 	events []seenEvent
 	polls  int // fetches answered, empty ones too
-	errs   int
-	lastEr error
+
+	fails failures
+}
+
+// failures counts a follower's failed reads (each retried) and keeps the
+// last one's error.
+type failures struct {
+	mu   sync.Mutex
+	n    int
+	last error
+}
+
+// retry notes err, then waits a moment (or until ctx ends) before the
+// caller reads again.
+func (f *failures) retry(ctx context.Context, err error) {
+	f.mu.Lock()
+	f.n++
+	f.last = err
+	f.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// get is the count of failed reads and the last one's error.
+func (f *failures) get() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n, f.last
 }
 
 func (f *eventFollower) count() int {
@@ -277,14 +305,7 @@ func (f *eventFollower) follow(ctx context.Context, partition int) {
 			}
 			// The topic may not be there yet, or a leader moved: poll
 			// again in a moment.
-			f.mu.Lock()
-			f.errs++
-			f.lastEr = err
-			f.mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+			f.fails.retry(ctx, err)
 			continue
 		}
 		next = after

@@ -44,6 +44,9 @@ type E2EResult struct {
 	// EventPolls is the benchmark's fetches of alerts.events (its own
 	// load on the broker).
 	EventPolls int `json:"event_polls"`
+	// Answer202 is ingest's answer to a request: from sending it to its
+	// 202 (the records' acknowledgement by the broker included).
+	Answer202 Latency `json:"answer_202"`
 	// Latency from a record's 202 to its event in alerts.events, and its
 	// first stages: to the event's append to the Redis outbox (its stream
 	// id) and to the dispatcher's produce (the record's timestamp), both
@@ -51,6 +54,23 @@ type E2EResult struct {
 	Latency           Latency `json:"latency"`
 	LatencyToOutbox   Latency `json:"latency_to_outbox"`
 	LatencyToProduced Latency `json:"latency_to_produced"`
+	// LatencyToSSE is from a record's 202 to its event's frame at a client
+	// of GET /v1/events/stream (the operator's screen);
+	// LatencyOutboxToSSE the share after the Redis outbox append (the
+	// hub's wake and the write). SSEEvents the distinct events the client
+	// got, SSEDuplicateEvents those it got again, SSEReconnects its
+	// broken connections.
+	LatencyToSSE       Latency `json:"latency_to_sse"`
+	LatencyOutboxToSSE Latency `json:"latency_outbox_to_sse"`
+	SSEEvents          int     `json:"sse_events"`
+	SSEDuplicateEvents int     `json:"sse_duplicate_events"`
+	SSEReconnects      int     `json:"sse_reconnects"`
+	// BatchMeanSeconds is the alerter's mean time to apply and commit one
+	// batch (nofly_alerter_batch_seconds), RecordsPerBatch its mean batch:
+	// the decide-and-commit share of 202 → outbox; the rest is the fetch
+	// and the batch's wait to fill (--linger, --linger-idle).
+	BatchMeanSeconds float64 `json:"batch_mean_s"`
+	RecordsPerBatch  float64 `json:"records_per_batch"`
 
 	// Redis is INFO's counters over the run (shared Redis: other clients
 	// count too); RedisIdleCommandsPerSecond was its rate in the idle
@@ -200,6 +220,10 @@ func (r *E2EResult) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| positions accepted (202) | %s in %.2f s: **%s/s** (%s requests) |\n",
 		commas(r.Accepted), r.SendSeconds, commas(int64(r.AcceptedPerSecond())), commas(int64(r.Requests)))
 	fmt.Fprintf(&b, "| refused (not 202) | %s positions in %s requests |\n", commas(r.Refused), commas(int64(r.RefusedRequests)))
+	if a := r.Answer202; a.N > 0 {
+		fmt.Fprintf(&b, "| ingest's answer, request → 202 (the broker's acknowledgement included): p50 / p90 / p99 / max | %s / %s / %s / %s ms (n %s) |\n",
+			ms(a.P50), ms(a.P90), ms(a.P99), ms(a.Max), commas(int64(a.N)))
+	}
 	fmt.Fprintf(&b, "| processed by the alerter end to end (group lag 0) | %s in %.2f s: **%s/s**, %.2f s after the last 202 |\n",
 		commas(r.Produced), r.ProcessedSeconds, commas(int64(r.ProcessedPerSecond())), r.ProcessedSeconds-r.SendSeconds)
 	share := 0.0
@@ -221,8 +245,22 @@ func (r *E2EResult) WriteMarkdown(w io.Writer) error {
 				fmt.Fprintf(&b, "| stage: %s: p50 / p90 / p99 / max | %s / %s / %s / %s ms |\n", st.name, ms(st.l.P50), ms(st.l.P90), ms(st.l.P99), ms(st.l.Max))
 			}
 		}
+		if r.RecordsPerBatch > 0 {
+			fmt.Fprintf(&b, "| of 202 → outbox, the alerter's apply and commit of a batch (mean) | %.2f ms for %.1f records a batch; the rest is the fetch and the batch's wait to fill |\n",
+				r.BatchMeanSeconds*1e3, r.RecordsPerBatch)
+		}
 	} else {
 		b.WriteString("| latency 202 → alerts.events | no event: not measured |\n")
+	}
+	if s := r.LatencyToSSE; s.N > 0 {
+		fmt.Fprintf(&b, "| latency 202 → the event's frame at an SSE client of /v1/events/stream: p50 / p90 / p99 / max | **%s / %s / %s / %s ms** (n %s; %d read twice, %d reconnects) |\n",
+			ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), commas(int64(s.N)), r.SSEDuplicateEvents, r.SSEReconnects)
+		if o := r.LatencyOutboxToSSE; o.N > 0 {
+			fmt.Fprintf(&b, "| stage: Redis outbox → SSE frame (the hub's wake and the write; outbox ms): p50 / p90 / p99 / max | %s / %s / %s / %s ms |\n",
+				ms(o.P50), ms(o.P90), ms(o.P99), ms(o.Max))
+		}
+	} else {
+		b.WriteString("| latency 202 → SSE client | no event on the stream: not measured |\n")
 	}
 	rs := r.Redis
 	fmt.Fprintf(&b, "| Redis round trips / 1,000 positions (replies written) | **%.2f** (reads %.2f) |\n",

@@ -125,13 +125,7 @@ func (n *noflyRound) run(ctx context.Context) (res roundResult, err error) {
 	for _, a := range accepted {
 		res.accepted += a
 	}
-	for _, v := range w.values {
-		e, err := NoflyEvent(v)
-		if err != nil {
-			return res, err
-		}
-		res.events = append(res.events, e)
-	}
+	res.events = w.events
 	return res, nil
 }
 
@@ -161,7 +155,7 @@ type eventWatcher struct {
 	topic      string
 	partitions int
 	tr         *kafka.Transport
-	values     [][]byte
+	events     []Event // the compared ones (NoflyEvent)
 }
 
 const pollEvery = 25 * time.Millisecond
@@ -179,13 +173,13 @@ func (w *eventWatcher) until(ctx context.Context, want int, posted <-chan struct
 	}
 	last := time.Now()
 	for {
-		if len(w.values) >= want {
+		if len(w.events) >= want {
 			return time.Now(), nil
 		}
 		select {
 		case <-posted:
 			if time.Since(last) > time.Minute {
-				return time.Time{}, fmt.Errorf("alerts.events holds %d of the reference's %d events, none new for a minute", len(w.values), want)
+				return time.Time{}, fmt.Errorf("alerts.events holds %d of the reference's %d events, none new for a minute", len(w.events), want)
 			}
 		default:
 			last = time.Now()
@@ -208,7 +202,13 @@ func (w *eventWatcher) until(ctx context.Context, want int, posted <-chan struct
 				return time.Time{}, err
 			}
 			for _, rec := range recs {
-				w.values = append(w.values, rec.Value)
+				e, ok, err := NoflyEvent(rec.Value)
+				if err != nil {
+					return time.Time{}, err
+				}
+				if ok {
+					w.events = append(w.events, e)
+				}
 			}
 			next[po.Partition] = po.LastOffset
 			last = time.Now()

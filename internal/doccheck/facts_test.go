@@ -28,6 +28,12 @@ type rewording struct {
 
 // reworded is kept small on purpose: a moved fact keeps its words.
 var reworded = []rewording{
+	// issue 33: the token file is read again on SIGHUP, no restart needed.
+	{
+		old:  "# (the alerter reads tokens.txt at start: restart it after adding a token)",
+		file: "docs/api.md",
+		new:  "# (the alerter reads tokens.txt at start and again on SIGHUP: kill -HUP it after adding a token)",
+	},
 	// a row of the quick start: the Docker section is docs/docker.md now.
 	{
 		old:  "| the services in containers (Kafka, Redis, ingest, alerter) | `docker compose up --build` ([Docker](#docker)) |",

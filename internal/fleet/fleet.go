@@ -136,6 +136,11 @@ type Options struct {
 	// Airports restricts the sites to these ICAO codes of the package's
 	// Airports; empty means all of them.
 	Airports []string
+	// Operators: each drone's pilot stands a few metres from its site
+	// and every third record carries the pilot's position (type live), as
+	// a Remote ID broadcaster sends its System message less often than
+	// its Location message. The drones' paths do not change with it.
+	Operators bool
 }
 
 func share(v, def float64) float64 {
@@ -208,7 +213,15 @@ func New(n int, seed uint64, start time.Time, o Options) *Fleet {
 				k = Stray
 			}
 		}
-		f.drones = append(f.drones, newDrone(fmt.Sprintf("SIM-%04d", i+1), k, ap, rand.New(rand.NewPCG(seed, uint64(i)+100))))
+		d := newDrone(fmt.Sprintf("SIM-%04d", i+1), k, ap, rand.New(rand.NewPCG(seed, uint64(i)+100)))
+		if o.Operators {
+			// Placed from the index, not the drone's rng: a fleet with
+			// operators flies exactly as one without.
+			a, r := float64(i)*137.5*math.Pi/180, 12+float64(i%7)*3
+			lat, lon := ap.latLon(d.site.x+r*math.Sin(a), d.site.y+r*math.Cos(a))
+			d.op = &telemetry.Operator{Lat: round(lat, 7), Lon: round(lon, 7), Type: telemetry.OperatorLive}
+		}
+		f.drones = append(f.drones, d)
 	}
 	return f
 }
@@ -350,8 +363,9 @@ type drone struct {
 	bearing float64 // strays: from the airport to the site, where their incursions aim
 
 	seq        int64
-	heading    float64 // degrees, kept while hovering or on the ground
-	nx, ny, nz float64 // GNSS error: east, north, up (metres)
+	heading    float64             // degrees, kept while hovering or on the ground
+	nx, ny, nz float64             // GNSS error: east, north, up (metres)
+	op         *telemetry.Operator // the pilot (Options.Operators), nil: not sent
 }
 
 // GNSS error: a first-order Gauss-Markov process per axis (a random walk
@@ -568,11 +582,15 @@ func (d *drone) step(ts time.Time) telemetry.Position {
 	lat, lon := d.ap.latLon(pos.x+d.nx, pos.y+d.ny)
 	d.seq++
 	v := &[4]float64{round(d.elev+hr, 1), hr, speed, heading} // one allocation for the four fields
-	return telemetry.Position{
+	p := telemetry.Position{
 		DroneID: d.id, Seq: d.seq, TS: ts,
 		Lat: round(lat, 7), Lon: round(lon, 7),
 		AltM: &v[0], AGLM: &v[1], SpeedMPS: &v[2], HeadingDeg: &v[3],
 	}
+	if d.op != nil && d.seq%3 == 1 {
+		p.Operator = d.op
+	}
+	return p
 }
 
 func round(f float64, digits int) float64 {

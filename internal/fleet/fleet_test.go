@@ -465,3 +465,47 @@ func TestUnknownAirportPanics(t *testing.T) {
 	}()
 	fleet.New(1, 1, start, fleet.Options{Airports: []string{"XXXX"}})
 }
+
+// TestOperators: with Options.Operators every third record of a drone
+// carries its pilot, standing near its site, and the drones fly exactly as
+// without (the demo's fleet is the tests' fleet with pilots).
+func TestOperators(t *testing.T) {
+	plain := fleet.New(20, 5, start, fleet.Options{})
+	with := fleet.New(20, 5, start, fleet.Options{Operators: true})
+	sites := map[string]fleet.DroneInfo{}
+	for _, d := range with.Drones() {
+		sites[d.ID] = d
+	}
+	r1, r2 := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
+	carried := 0
+	for range 300 {
+		a, b := plain.Step(r1, 0), with.Step(r2, 0)
+		if len(a) != len(b) {
+			t.Fatalf("%d records without operators, %d with", len(a), len(b))
+		}
+		for i := range b {
+			op := b[i].Operator
+			if want := b[i].Seq%3 == 1; (op != nil) != want {
+				t.Fatalf("%s seq %d: operator %v, want one: %v", b[i].DroneID, b[i].Seq, op, want)
+			}
+			if a[i].Operator != nil {
+				t.Fatalf("%s: an operator without Options.Operators", a[i].DroneID)
+			}
+			b[i].Operator = nil
+			if !reflect.DeepEqual(a[i], b[i]) {
+				t.Fatalf("%s flies differently with operators:\n%+v\n%+v", b[i].DroneID, a[i], b[i])
+			}
+			if op == nil {
+				continue
+			}
+			carried++
+			site := sites[b[i].DroneID]
+			if d := distM(&telemetry.Position{Lat: op.Lat, Lon: op.Lon}, &telemetry.Position{Lat: site.Lat, Lon: site.Lon}); d < 10 || d > 35 || op.Type != telemetry.OperatorLive {
+				t.Fatalf("%s: pilot %+v is %.1f m from the site, want 10-35 m, type live", b[i].DroneID, *op, d)
+			}
+		}
+	}
+	if carried != 20*100 {
+		t.Errorf("%d records carried a pilot, want %d", carried, 20*100)
+	}
+}

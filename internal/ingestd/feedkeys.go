@@ -2,11 +2,17 @@ package ingestd
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nofly-dev/nofly/ingest/feedkey"
 )
@@ -99,7 +105,7 @@ func feedKeyCmd(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return err
 	}
 	fmt.Fprintln(stdout, key)
-	fmt.Fprintf(stderr, "feed %s added to %s; ingest serve reads it at start\n", *name, *appendTo)
+	fmt.Fprintf(stderr, "feed %s added to %s; ingest serve reads it at start and on SIGHUP\n", *name, *appendTo)
 	return nil
 }
 
@@ -126,4 +132,99 @@ func appendLine(path, line string) error {
 		return fmt.Errorf("feed keys %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// feedReloader reads --feed-keys again on SIGHUP and puts its feeds in use
+// (ingest.Server.SetFeeds: the next write is checked against them; a feed
+// whose rate did not change keeps its token bucket). A file that does not
+// parse is logged (file and line, never a key or hash) and counted, and
+// the feeds in use stay. Only SIGHUP reloads: the file is not watched. The
+// reload is not in the audit trail (ingest has no Redis, and its Kafka
+// principal may write only telemetry): the log line and the metric are
+// its record.
+type feedReloader struct {
+	path   string
+	setter interface {
+		SetFeeds(*feedkey.Set) (feedkey.Changes, error)
+	}
+	log     *slog.Logger
+	reloads *prometheus.CounterVec
+	last    prometheus.Gauge // 1: the last reload took the file (or none yet)
+	feeds   prometheus.Gauge
+}
+
+// newFeedReloader is nil without --feed-keys (nothing to reload).
+func newFeedReloader(s *service, reg prometheus.Registerer) *feedReloader {
+	if s.feeds == nil {
+		// Nothing to reload, so nothing failed: the alert rule's series is
+		// there (1) on every ingest, key file or not.
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nofly_ingest_feed_keys_last_reload_successful",
+			Help: "1 if the last SIGHUP's read of --feed-keys took the file (or there was none), 0 if it failed and the feeds before it are still in use (NoflyTokenReloadFailed).",
+		}, func() float64 { return 1 }))
+		return nil
+	}
+	r := &feedReloader{
+		path: s.feeds.Path, setter: s.api, log: s.log,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nofly_ingest_feed_keys_reloads_total",
+			Help: "Reads of the --feed-keys file on SIGHUP, by result: ok (its feeds are in use) or error (it did not parse or read; the feeds in use stayed).",
+		}, []string{"result"}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nofly_ingest_feed_keys_last_reload_successful",
+			Help: "1 if the last SIGHUP's read of --feed-keys took the file (or there was none), 0 if it failed and the feeds before it are still in use (NoflyTokenReloadFailed).",
+		}),
+		feeds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nofly_ingest_feed_keys",
+			Help: "Feeds in the --feed-keys file in use.",
+		}),
+	}
+	r.reloads.WithLabelValues("ok")
+	r.reloads.WithLabelValues("error")
+	r.feeds.Set(float64(len(s.feeds.Feeds)))
+	r.last.Set(1)
+	reg.MustRegister(r.reloads, r.last, r.feeds)
+	return r
+}
+
+// reload reads the file again; on a nil reloader (no --feed-keys) it says
+// there is nothing to reload.
+func (r *feedReloader) reload(log *slog.Logger) {
+	if r == nil {
+		log.Info("SIGHUP: no --feed-keys to reload")
+		return
+	}
+	set, err := feedkey.Load(r.path)
+	var ch feedkey.Changes
+	if err == nil {
+		ch, err = r.setter.SetFeeds(set)
+	}
+	if err != nil {
+		r.reloads.WithLabelValues("error").Inc()
+		r.last.Set(0)
+		r.log.Error("feed keys: reload failed, the feeds in use are unchanged", "feed_keys", r.path, "error", err)
+		return
+	}
+	r.reloads.WithLabelValues("ok").Inc()
+	r.last.Set(1)
+	r.feeds.Set(float64(len(set.Feeds)))
+	r.log.Info("feed keys: reloaded", "feed_keys", r.path, "feeds", len(set.Feeds),
+		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
+}
+
+// reloadOnHUP reloads the feed keys at every SIGHUP until ctx ends.
+func (s *service) reloadOnHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				s.reloader.reload(s.log)
+			}
+		}
+	}()
 }

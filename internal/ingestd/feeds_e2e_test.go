@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -81,6 +82,9 @@ func ridAnswer(t testing.TB, states []map[string]any, serial string, from, to in
 	b, err := json.Marshal(map[string]any{"timestamp": tm(to - 1), "flights": []map[string]any{{
 		"id": "e2e-flight", "aircraft_type": "Helicopter", "simulated": true,
 		"uas_id": map[string]any{"serial_number": serial}, "current_state": cur, "recent_positions": recent,
+		// The sample flight's operator_location, in F3411-22a's form.
+		"details": map[string]any{"operator_location": map[string]any{"position": map[string]any{"lat": 47.37085983569079, "lng": 8.487908591798265},
+			"altitude_type": "Takeoff"}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +251,8 @@ func TestFeedsEndToEnd(t *testing.T) {
 		odid = append(odid, map[string]any{"basic_id": map[string]any{"IDType": 1, "UASID": "ODID-E2E"},
 			"received_at": heard.Add(300 * time.Millisecond).Format(time.RFC3339Nano),
 			"location": map[string]any{"Latitude": lat, "Longitude": 8.4880, "AltitudeGeo": 520, "HeightType": 0, "Height": 40,
-				"Direction": 361, "SpeedHorizontal": 255, "TimeStamp": float64(heard.Sub(heard.Truncate(time.Hour))) / float64(time.Second)}})
+				"Direction": 361, "SpeedHorizontal": 255, "TimeStamp": float64(heard.Sub(heard.Truncate(time.Hour))) / float64(time.Second)},
+			"system": map[string]any{"OperatorLocationType": 1, "OperatorLatitude": 47.3701 - float64(i)*0.0001, "OperatorLongitude": 8.4870, "OperatorAltitudeGeo": 480}})
 	}
 	odidBody, _ := json.Marshal(odid)
 	res, err := http.Post(svc.url+"/v1/telemetry/odid", "application/json", bytes.NewReader(odidBody))
@@ -274,6 +279,16 @@ func TestFeedsEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+	// Vehicle 5's pilot stands at a fixed point (OPEN_DRONE_ID_SYSTEM,
+	// heard before its positions).
+	sysFrame, err := mavlink.EncodeV2(200, 5, 1, mavlink.MsgOpenDroneIDSystem, mavlink.OpenDroneIDSystem{
+		OperatorLat: 514690000, OperatorLon: -4520000, OperatorAltitudeGeo: 95, OperatorLocationType: 2}.Payload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(sysFrame); err != nil {
+		t.Fatal(err)
+	}
 	lons := []float64{-0.49, -0.48, -0.465, -0.46, -0.455, -0.44, -0.43}
 	boot := []uint32{50_000, 50_500, 51_000, 400, 900, 1_400, 1_900} // a reboot after the third
 	for i := range lons {
@@ -294,6 +309,23 @@ func TestFeedsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		recs = append(recs, p)
+	}
+	// The pilots' positions came through each feed into the topic: the
+	// flight's, each ODID message's own System, vehicle 5's, none for 6.
+	wantOp := map[string][]string{
+		"1AKGAAN8G70R7JS": {"47.37085983569079 8.487908591798265 takeoff"},
+		"ODID-E2E":        {"47.3701 8.487 live", "47.37 8.487 live", "47.3699 8.487 live"},
+		"e2e-5":           {"51.469 -0.452 fixed"},
+		"e2e-6":           {"-"},
+	}
+	for _, p := range recs {
+		got := "-"
+		if o := p.Operator; o != nil {
+			got = fmt.Sprint(o.Lat, " ", o.Lon, " ", o.Type)
+		}
+		if !slices.Contains(wantOp[p.DroneID], got) {
+			t.Errorf("%s seq %d: operator %q, want one of %q", p.DroneID, p.Seq, got, wantOp[p.DroneID])
+		}
 	}
 	want := expectTransitions(t, ix, recs)
 	// The expectation itself must be what the scenario was built for.
@@ -329,7 +361,50 @@ func TestFeedsEndToEnd(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("alerts.events\n got %v\nwant %v", got, want)
 	}
+	// Each raise carries its drone's pilot as the feed reported it.
+	pilots, err := raisedPilots(rd, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, drone := range []string{"1AKGAAN8G70R7JS", "ODID-E2E", "e2e-5"} {
+		if p, ok := pilots[drone]; !ok || !slices.Contains(wantOp[drone], p) {
+			t.Errorf("%s raised with pilot %q, want one of %q", drone, p, wantOp[drone])
+		}
+	}
 	t.Logf("%d records from Remote ID and MAVLink, %d events as the geofence index predicts: %v", len(recs), len(got), got)
+}
+
+// raisedPilots reads the pilot ("lat lon type", "-" for none) of each
+// drone's raised event.
+func raisedPilots(rd *committed.Reader, partitions int) (map[string]string, error) {
+	out := map[string]string{}
+	for p := range partitions {
+		rs, err := rd.ReadAll(context.Background(), p)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			var e struct {
+				Type     string `json:"type"`
+				DroneID  string `json:"drone_id"`
+				Operator *struct {
+					Lat, Lon float64
+					Type     string
+				} `json:"operator"`
+			}
+			if err := json.Unmarshal(r.Value, &e); err != nil {
+				return nil, fmt.Errorf("event %s: %v", r.Value, err)
+			}
+			if e.Type != "raised" {
+				continue
+			}
+			out[e.DroneID] = "-"
+			if o := e.Operator; o != nil {
+				out[e.DroneID] = fmt.Sprint(o.Lat, " ", o.Lon, " ", o.Type)
+			}
+		}
+	}
+	return out, nil
 }
 
 // sampleStates reads the InterUSS sample's flights' states.

@@ -9,6 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,6 +125,23 @@ func mavlinkCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	promReg.MustRegister(ingest.NewStatsCollector(p.Stats))
+	// SIGHUP reloads what `ingest serve` and the alerter read from files;
+	// the relay has nothing to read again, and the signal's default would
+	// end it with positions still in its batch (an operator's
+	// `pkill -HUP ingest` reaches every ingest process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: ingest mavlink has nothing to reload; it goes on relaying")
+			}
+		}
+	}()
 	log.Info("mavlink listening", "listen", conn.LocalAddr().String(), "fleet", o.fleet, "brokers", cfg.Brokers, "topic", cfg.Topic)
 	if !loopbackHost(addr) {
 		log.Warn("mavlink intake open to the network: anyone who reaches the port can write positions (--insecure-open-intake)", "listen", addr)
@@ -165,6 +185,7 @@ func loopbackHost(addr string) bool {
 
 type mavMetrics struct {
 	datagrams, badBytes, produceErrors prometheus.Counter
+	systems                            prometheus.Counter
 	positions                          *prometheus.CounterVec
 	fieldsDropped                      *prometheus.CounterVec
 	vehicles                           prometheus.Gauge
@@ -179,10 +200,12 @@ func newMavMetrics(reg prometheus.Registerer) *mavMetrics {
 		positions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nofly_mavlink_positions_total",
 			Help: "GLOBAL_POSITION_INT messages by result: produced (acknowledged by Kafka), invalid (no GNSS fix, out of range), queue_full (dropped while Kafka lagged)."}, []string{"result"}),
 		vehicles: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nofly_mavlink_vehicles", Help: "Vehicles (MAVLink system ids) heard since start."}),
+		systems: prometheus.NewCounter(prometheus.CounterOpts{Name: "nofly_mavlink_system_messages_total",
+			Help: "OPEN_DRONE_ID_SYSTEM and OPEN_DRONE_ID_SYSTEM_UPDATE messages read: the pilot's position, attached to the vehicle's next positions."}),
 		fieldsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nofly_ingest_fields_dropped_total",
 			Help: "Optional fields dropped from positions, their value being outside its physical range (the record says so in dropped), by field."}, []string{"field"}),
 	}
-	reg.MustRegister(m.datagrams, m.badBytes, m.produceErrors, m.positions, m.vehicles, m.fieldsDropped)
+	reg.MustRegister(m.datagrams, m.badBytes, m.produceErrors, m.positions, m.vehicles, m.fieldsDropped, m.systems)
 	for _, f := range []string{"alt_m", "speed_mps"} {
 		m.fieldsDropped.WithLabelValues(f)
 	}
@@ -281,6 +304,7 @@ func (r *mavRelay) read(queue chan<- producer.Record) error {
 		r.m.datagrams.Inc()
 		ps, st, errs := r.dec.Datagram(buf[:n], recv, nil)
 		r.m.badBytes.Add(float64(st.BadBytes))
+		r.m.systems.Add(float64(st.Systems))
 		r.m.positions.WithLabelValues("invalid").Add(float64(st.Invalid))
 		for _, w := range st.Dropped {
 			r.m.fieldsDropped.WithLabelValues(w.Field).Inc()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -76,8 +78,9 @@ func TestMavlinkRelay(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, brokers, 3)
 	addr := freeUDPAddr(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	stop := startMavlink(t, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--partitions", "3",
-		"--listen", "udp://"+addr, "--fleet", "ops", "--http=", "--linger", "30s", "--log-level", "warn")
+		"--listen", "udp://"+addr, "--fleet", "ops", "--http", httpAddr, "--linger", "30s", "--log-level", "warn")
 	conn, err := net.Dial("udp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +96,15 @@ func TestMavlinkRelay(t *testing.T) {
 		}
 		return nil
 	})
+	// Vehicle 7's pilot, heard before its positions (OPEN_DRONE_ID_SYSTEM).
+	sys, err := mavlink.EncodeV2(0, 7, 1, mavlink.MsgOpenDroneIDSystem, mavlink.OpenDroneIDSystem{
+		OperatorLat: 514690000, OperatorLon: -4520000, OperatorAltitudeGeo: 95, OperatorLocationType: 1}.Payload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(sys); err != nil {
+		t.Fatal(err)
+	}
 	boots := []uint32{10_000, 10_200, 10_400, 1_000, 1_200} // the third to fourth: a reboot
 	for i, b := range boots {
 		sendGPI(t, conn, uint8(i), 7, mavlink.GlobalPositionInt{TimeBootMS: b, Lat: 514700000 + int32(i), Lon: -4610000, Alt: 85250, RelativeAlt: 40100, Hdg: 27000})
@@ -100,6 +112,15 @@ func TestMavlinkRelay(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // read, but lingering in the batch (--linger 30s)
+	res, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(metrics), "\nnofly_mavlink_system_messages_total 1\n") {
+		t.Errorf("metrics do not count the System message:\n%s", metrics)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -136,8 +157,13 @@ func TestMavlinkRelay(t *testing.T) {
 	if p.Lat != 51.47 || *p.AltM != 85.25 || *p.HeadingDeg != 270 {
 		t.Fatalf("ops-7: %s", p.AppendJSON(nil))
 	}
-	if q := byDrone["ops-12"][0]; q.HeadingDeg != nil || *q.AltM != 500 {
+	if q := byDrone["ops-12"][0]; q.HeadingDeg != nil || *q.AltM != 500 || q.Operator != nil {
 		t.Fatalf("ops-12: %s", q.AppendJSON(nil))
+	}
+	for _, p := range byDrone["ops-7"] {
+		if o := p.Operator; o == nil || o.Lat != 51.469 || o.Lon != -0.452 || o.Type != telemetry.OperatorLive {
+			t.Fatalf("ops-7 without its pilot: %s", p.AppendJSON(nil))
+		}
 	}
 }
 

@@ -217,6 +217,18 @@ func TestOpenAPIContract(t *testing.T) {
 				rec(22, `,"heading_deg":-90,"speed_mps":255,"alt_ref":"agl","alt_m":30,"agl_m":31`),
 			request: valid, wantStatus: 202,
 			wantWarnings: []string{"1 alt_ref", "1 alt_m", "1 agl_m", "1 speed_mps", "1 heading_deg", "2 alt_m", "2 agl_m"}},
+		{name: "the pilot's position 202", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
+			body: rec(25, `,"operator":{"lat":51.469,"lon":-0.452,"alt_m":95.5,"type":"live"}`) + "\n" +
+				rec(26, `,"operator":{"lat":95,"lon":-0.452}`) + "\n" + rec(27, `,"operator":{"lat":51.469,"lon":-0.452,"type":"walking"}`),
+			request: valid, wantStatus: 202, wantWarnings: []string{"2 operator.lat", "3 operator.type"}},
+		{name: "rid with the pilot's position 202", base: live, method: "POST", path: "/v1/telemetry/rid", contentType: js,
+			body: `{"flights":[{"id":"f-2","details":{"operator_location":{"position":{"lat":51.469,"lng":-0.452},"altitude_type":"Sideways"}},` +
+				`"current_state":{"timestamp":"` + now(-2) + `","position":{"lat":51.47,"lng":-0.46}}}]}`,
+			request: valid, wantStatus: 202, wantWarnings: []string{"1 flights[0].details.operator_location.altitude_type"}},
+		{name: "odid core-c with its System message 202", base: live, method: "POST", path: "/v1/telemetry/odid", contentType: js,
+			body: `[{"basic_id":{"UASID":"1596F35B"},"location":{"Latitude":51.47,"Longitude":-0.46,"TimeStamp":` + pastHour(-5) + `},` +
+				`"system":{"OperatorLocationType":1,"OperatorLatitude":51.469,"OperatorLongitude":"x"}}]`,
+			request: valid, wantStatus: 202, wantWarnings: []string{"1 [0].system.OperatorLongitude"}},
 		{name: "gzip 202", base: live, method: "POST", path: "/v1/telemetry", contentType: ndjson,
 			header: http.Header{"Content-Encoding": {"gzip"}}, body: gzipped(rec(23, "") + "\n" + rec(24, "")),
 			request: notJudged, wantStatus: 202},

@@ -23,6 +23,7 @@ import (
 	"github.com/nofly-dev/nofly/internal/httpguard"
 	"github.com/nofly-dev/nofly/internal/httpserve"
 	"github.com/nofly-dev/nofly/internal/kafkaconn"
+	"github.com/nofly-dev/nofly/internal/kafkaperm"
 	"github.com/nofly-dev/nofly/internal/kafkatopic"
 	"github.com/nofly-dev/nofly/producer"
 )
@@ -64,6 +65,8 @@ type service struct {
 	feeds *feedkey.Set // nil without --feed-keys
 	ticks *ticker      // the clock ticks, once connected
 	lag   *lagWatcher  // Kafka's up-ness and the consumer groups' lag (lag.go)
+	// reloader reads --feed-keys again on SIGHUP (nil without it).
+	reloader *feedReloader
 }
 
 // kafkaProducer is what the service uses of *producer.Producer.
@@ -128,6 +131,7 @@ func newService(cfg Config, log *slog.Logger) (*service, error) {
 		_, _ = w.Write(openapiYAML)
 	})
 	s.api = api
+	s.reloader = newFeedReloader(s, reg)
 	// Timeouts, a header bound and a connection cap (internal/httpserve):
 	// no client may hold ingest's connections or descriptors, which its
 	// producer needs for Kafka.
@@ -153,6 +157,7 @@ func (s *service) run(ctx context.Context) error {
 	s.log.Info("ingest listening", "addr", s.Addr(), "brokers", s.cfg.Brokers, "topic", s.cfg.Topic,
 		"partitions", s.cfg.Partitions)
 	s.logIntake()
+	s.reloadOnHUP(ctx)
 	connCtx, stopConnect := context.WithCancel(ctx)
 	defer stopConnect()
 	fatal := make(chan error, 2)
@@ -219,7 +224,7 @@ func (s *service) connect(ctx context.Context) error {
 		// Retrying cannot fix another partition count, refused
 		// credentials or a failed TLS handshake: the process stops and
 		// says why, instead of looking like a broker outage.
-		if errors.Is(err, errPartitionCount) || kafkaconn.Permanent(err) {
+		if errors.Is(err, errPartitionCount) || kafkaconn.Permanent(err) || kafkaperm.IsDenied(err) {
 			return err
 		}
 		if err == nil {
@@ -245,6 +250,13 @@ func (s *service) dialKafka(ctx context.Context) (kafkaProducer, error) {
 		return nil, err
 	}
 	if err := ensureTopic(ctx, s.admin, s.cfg); err != nil {
+		return nil, err
+	}
+	// A missing ACL (WRITE on the topic) stops the start, named, instead
+	// of failing every batch later (docs/operations.md, Least privilege).
+	need := kafkaperm.Need{Topics: map[string][]kafkaperm.Op{s.cfg.Topic: {kafkaperm.Describe, kafkaperm.Write}}}
+	c := kafkaperm.Conn{Brokers: s.cfg.Brokers, TLS: s.kc.TLS, SASL: s.kc.SASL, Transport: s.admin.Transport}
+	if err := kafkaperm.Check(ctx, c, kafkaperm.Principal(s.cfg.KafkaSASLUser), need); err != nil {
 		return nil, err
 	}
 	return producer.New(ctx, producer.Config{Brokers: s.cfg.Brokers, Topic: s.cfg.Topic,

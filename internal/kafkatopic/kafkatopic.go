@@ -68,11 +68,11 @@ func Ensure(ctx context.Context, brokers []string, s Spec) (int, error) {
 
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	created := false
+	created, denied := false, false
 	delay := 10 * time.Millisecond
 	var last error // the last error not caused by wctx ending
 	for {
-		n, err := s.try(wctx, c, &created)
+		n, err := s.try(wctx, c, &created, &denied)
 		if err == nil {
 			return n, nil
 		}
@@ -103,7 +103,11 @@ func Ensure(ctx context.Context, brokers []string, s Spec) (int, error) {
 }
 
 // try is one round: create unless done already, then check the metadata.
-func (s Spec) try(ctx context.Context, c *kafka.Client, created *bool) (int, error) {
+// A principal without CREATE on the topic (least privilege: the admin
+// creates the topics) gets TOPIC_AUTHORIZATION_FAILED whether the topic
+// exists or not; the topic is then only checked, and *denied set so that
+// a missing topic is said plainly instead of waited for.
+func (s Spec) try(ctx context.Context, c *kafka.Client, created, denied *bool) (int, error) {
 	if !*created {
 		rf := s.Replication
 		if rf == 0 {
@@ -119,7 +123,11 @@ func (s Spec) try(ctx context.Context, c *kafka.Client, created *bool) (int, err
 		if err != nil {
 			return 0, fmt.Errorf("create topic %s: %w", s.Name, err)
 		}
-		if err := res.Errors[s.Name]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		err = res.Errors[s.Name]
+		if errors.Is(err, kafka.TopicAuthorizationFailed) {
+			*denied, err = true, nil
+		}
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
 			err = fmt.Errorf("create topic %s: %w", s.Name, err)
 			// Retrying cannot fix these; a replication factor above the
 			// live broker count can be fixed by a broker joining, so it is
@@ -139,7 +147,12 @@ func (s Spec) try(ctx context.Context, c *kafka.Client, created *bool) (int, err
 		return 0, fmt.Errorf("topic %s not in metadata yet", s.Name)
 	}
 	t := md.Topics[0]
-	if t.Error != nil {
+	switch {
+	case errors.Is(t.Error, kafka.TopicAuthorizationFailed):
+		return 0, permanent{fmt.Errorf("topic %s: this principal may neither create nor describe it: %w", s.Name, t.Error)}
+	case *denied && errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+		return 0, permanent{fmt.Errorf("topic %s does not exist and this principal may not create it (create it as the admin, docs/operations.md): %w", s.Name, t.Error)}
+	case t.Error != nil:
 		return 0, fmt.Errorf("topic %s not in metadata yet: %w", s.Name, t.Error)
 	}
 	n := len(t.Partitions)

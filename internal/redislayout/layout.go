@@ -52,6 +52,10 @@ func (k Keys) DroneChanges() string { return k.tag + ":drones:changes" }
 // them, until the backfill builds them.
 func (k Keys) DroneIndexed() string { return k.tag + ":drones:indexed" }
 
+// Audit is the partition's audit stream (package audit): the acks'
+// entries, each written by the ack script with its ack.
+func (k Keys) Audit() string { return k.tag + ":audit" }
+
 // Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).
 func (k Keys) Outbox() string { return k.tag + ":outbox" }
 

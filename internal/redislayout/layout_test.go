@@ -102,6 +102,7 @@ func TestDocMatchesLayout(t *testing.T) {
 		"DroneChanges":  generic(k.DroneChanges()),
 		"DroneIndexed":  generic(k.DroneIndexed()),
 		"Outbox":        generic(k.Outbox()),
+		"Audit":         generic(k.Audit()),
 		"Event":         generic(k.Event("<event_id>")),
 		"EventBucket":   generic(k.EventBucketPrefix()) + "<expiry_ms>",
 		"EventMark":     generic(k.EventMark()),
@@ -147,7 +148,7 @@ func TestDocMatchesLayout(t *testing.T) {
 	if ex := Of("nofly", "telemetry.positions", 3).Tag(); !regexp.MustCompile(`tag = \{<prefix>:<topic>:<partition>\} +e\.g\. ` + regexp.QuoteMeta(ex)).MatchString(doc) {
 		t.Errorf("docs/redis-layout.md: the tag line does not read tag = {<prefix>:<topic>:<partition>} e.g. %s", ex)
 	}
-	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, clock_ms, n_forgotten, auth_version, n_placed, n_new, (drone_id, state)×n, (drone_id, point)×t, forgotten_drone_id×f, (lon, lat, drone_id)×g, new_drone_id×w, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
+	if want := "`ARGV = expected_version, new_applied, ttl_ms, n_drones, \"<tag>:evb:\", \"<tag>:ev:\", retention_ms, n_tracks, track_len, track_ttl_ms, \"<tag>:track:\", zone_version, clock_ms, n_forgotten, auth_version, n_placed, n_new, (drone_id, state)×n, (drone_id, point, keep)×t, forgotten_drone_id×f, (lon, lat, drone_id)×g, new_drone_id×w, (event_id, event_json, index)×m`"; generic(k.EventBucketPrefix()) != "<tag>:evb:" ||
 		generic(k.EventPrefix()) != "<tag>:ev:" || generic(k.TrackPrefix()) != "<tag>:track:" || !strings.Contains(doc, want) {
 		t.Errorf("docs/redis-layout.md: the batch script's key prefixes are not %q (code: %q, %q)", want, generic(k.EventBucketPrefix()), generic(k.EventPrefix()))
 	}

@@ -121,6 +121,9 @@ type refDrone struct {
 	v        *[2]float64
 	episodes map[string]*episode
 	pending  map[string]bool
+	// op is the pilot as the drone's positions last reported it ("" never),
+	// in Event.Op's form: the raises carry it.
+	op string
 }
 
 // partitionRun is one partition's clock and drones.
@@ -297,6 +300,9 @@ func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *tel
 		*prev = d.pos
 	}
 	d.pos = *p
+	if p.Operator != nil {
+		d.op = OpKey(p.Operator.Lat, p.Operator.Lon, p.Operator.AltM, p.Operator.Type, p.TS)
+	}
 	if !pr.clock.IsZero() {
 		d.seen = pr.clock
 	}
@@ -318,7 +324,7 @@ func (pr *partitionRun) position(zones []Zone, auths []Auth, T time.Time, p *tel
 			id := AlarmID(p.DroneID, z.id, p.Seq, d.last.resets)
 			a := &refAlarm{id: id, def: z.def, zone: z.id, category: z.category}
 			a.cover(Covering(auths, p.DroneID, z.id, z.category, T))
-			out = append(out, Event{AlarmID: id, Type: "raised", DroneID: p.DroneID, ZoneID: z.id, Seq: p.Seq, Auth: a.auth})
+			out = append(out, Event{AlarmID: id, Type: "raised", DroneID: p.DroneID, ZoneID: z.id, Seq: p.Seq, Auth: a.auth, Op: d.op})
 			d.alarms[z.id] = a
 			d.raisedApproach(z.id)
 			if !pr.clock.IsZero() {
@@ -369,7 +375,7 @@ func (pr *partitionRun) judge(d *refDrone, id string, zones []Zone, auths []Auth
 	sort.Strings(raised)
 	for _, zid := range raised {
 		a := d.alarms[zid]
-		out = append(out, Event{AlarmID: a.id, Type: "raised", DroneID: id, ZoneID: zid, Seq: d.last.seq, Auth: a.auth})
+		out = append(out, Event{AlarmID: a.id, Type: "raised", DroneID: id, ZoneID: zid, Seq: d.last.seq, Auth: a.auth, Op: d.op})
 	}
 	return out
 }

@@ -215,6 +215,9 @@ func (z *Zone) heightsHold(p *telemetry.Position, grow float64) bool {
 // approach_ended events AlarmID is the approach id and Reason an
 // approach_ended event's (turned_away, zone_removed, signal_lost).
 //
+// Op is a raised event's pilot position as known at the raise (OpKey of
+// the last one the drone's positions reported; "" none or another type).
+//
 // ETA is an approaching event's predicted time to entry in seconds (-1:
 // warned because near, eta_s null), 0 for every other event. Compare does
 // not compare it (Identity drops it): a test may check it with a tolerance.
@@ -223,7 +226,20 @@ type Event struct {
 	Seq                            int64
 	N                              int
 	Auth, Reason                   string
+	Op                             string
 	ETA                            float64
+}
+
+// OpKey is a pilot position as Event.Op compares it: latitude, longitude,
+// altitude ("" unknown), type and the ts of the position that reported
+// it, in UTC.
+func OpKey(lat, lon float64, alt *float64, typ string, ts time.Time) string {
+	a := ""
+	if alt != nil {
+		a = strconv.FormatFloat(*alt, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(lat, 'g', -1, 64) + "," + strconv.FormatFloat(lon, 'g', -1, 64) + "," + a + "," + typ + "," +
+		ts.UTC().Format(time.RFC3339Nano)
 }
 
 // Identity is the event without ETA: what Compare compares.
@@ -245,6 +261,9 @@ func (e Event) String() string {
 	}
 	if e.Type == "approaching" {
 		s += fmt.Sprintf(" eta=%.1fs", e.ETA)
+	}
+	if e.Op != "" {
+		s += " op=" + e.Op
 	}
 	return s
 }
@@ -304,7 +323,8 @@ func EventsReloaded(sets [][]Zone, switchAt []int, recs []telemetry.Position) []
 }
 
 // Diff is got compared with want as sets of Events (alarm_id, type,
-// drone_id, zone_id, seq, n, authorisation, reason: their Identity); the
+// drone_id, zone_id, seq, n, authorisation, reason, a raise's pilot:
+// their Identity); the
 // lists hold at most 10 each, sorted.
 type Diff struct {
 	Got, Want                     int
@@ -389,6 +409,13 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 			Auth    *struct {
 				ID string `json:"id"`
 			} `json:"authorization"`
+			Op *struct {
+				Lat  float64   `json:"lat"`
+				Lon  float64   `json:"lon"`
+				AltM *float64  `json:"alt_m"`
+				Type string    `json:"type"`
+				TS   time.Time `json:"ts"`
+			} `json:"operator"`
 		}
 		if err := json.Unmarshal(l, &e); err != nil {
 			return nil, fmt.Errorf("reference: event %s: %w", strings.TrimSpace(string(l)), err)
@@ -399,6 +426,9 @@ func ParseEvents(lines [][]byte) ([]Event, error) {
 			if e.Auth != nil {
 				ev.Auth = e.Auth.ID
 			}
+		}
+		if e.Type == "raised" && e.Op != nil {
+			ev.Op = OpKey(e.Op.Lat, e.Op.Lon, e.Op.AltM, e.Op.Type, e.Op.TS)
 		}
 		switch e.Type {
 		case "unauthorized", "approach_ended":

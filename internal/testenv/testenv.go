@@ -81,12 +81,21 @@ func Redis(t testing.TB) string {
 
 // RedisClient returns a client of the shared server, closed with the test.
 // Tests share the server: keep keys under a prefix from UniqueName.
+//
+// Its commands wait up to TestRedisTimeout for an answer, not go-redis's
+// 3 s: tests check what the stores do, not how fast, and the embedded
+// step's miniredis (one process serving five packages' tests under CI's
+// load) once took longer than 3 s to scan, then saw the retry of a commit
+// that had gone through as fenced.
 func RedisClient(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: Redis(t)})
+	c := redis.NewClient(&redis.Options{Addr: Redis(t), ReadTimeout: TestRedisTimeout, WriteTimeout: TestRedisTimeout})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// TestRedisTimeout is how long a test's Redis client waits for an answer.
+const TestRedisTimeout = 20 * time.Second
 
 // PingRedis sends PING.
 func PingRedis(ctx context.Context, addr string) error {

@@ -1,10 +1,11 @@
 -- A versioned store's change (docs/redis-layout.md, "Zone store" and
 -- "Authorisation store"): all or nothing, against the version the change
 -- was made on.
--- KEYS = version, current, history, times, staged, entry
+-- KEYS = version, current, history, times, staged, entry, audit stream
 -- ARGV = expected_version, entry_json, at_ms, cutoff_ms, min_keep, max_keep,
 --        max_bytes (0: no byte bound), staged ("1": the entry was written
---        to KEYS[5] in pieces and entry_json is empty)
+--        to KEYS[5] in pieces and entry_json is empty), audit entry JSON
+--        ("": none), the audit stream's MINID
 -- Returns {1, new_version} or {0, current_version} (nothing written).
 --
 -- A staged entry (a large one: a national zone set is tens of MB) is
@@ -32,6 +33,11 @@ redis.call('SET', KEYS[1], v)
 redis.call('SET', KEYS[2], entry)
 redis.call('HSET', KEYS[3], v, entry)
 redis.call('ZADD', KEYS[4], ARGV[3], v)
+-- The change's audit entry (package audit), in the step that makes the
+-- change: a change is never without it, a conflict (retried) adds none.
+if ARGV[9] ~= '' then
+  redis.call('XADD', KEYS[7], 'MINID', '~', ARGV[10], '*', 'entry', ARGV[9])
+end
 
 -- ref is the key a kept version's entry is in when it was staged, else
 -- nil; an entry in the hash is JSON, never starting with "@".

@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nofly-dev/nofly/audit"
 	"github.com/nofly-dev/nofly/internal/redisreplica"
 )
 
@@ -325,8 +326,9 @@ func (s *Store) Put(ctx context.Context, expected int64, entry []byte, at time.T
 		}
 		inline, flag = []byte{}, "1"
 	}
-	cmd, werr := s.o.Replicas.Run(ctx, s.rdb, putScript, []string{k.Version(), k.Current(), k.History(), k.Times(), staged, k.Entry(expected + 1)},
-		expected, inline, at.UnixMilli(), at.Add(-s.o.Retention).UnixMilli(), s.o.MinKeep, s.o.MaxKeep, s.o.MaxBytes, flag)
+	aw, _ := audit.Change(ctx, expected, expected+1)
+	cmd, werr := s.o.Replicas.Run(ctx, s.rdb, putScript, []string{k.Version(), k.Current(), k.History(), k.Times(), staged, k.Entry(expected + 1), audit.Stream(k.tag)},
+		expected, inline, at.UnixMilli(), at.Add(-s.o.Retention).UnixMilli(), s.o.MinKeep, s.o.MaxKeep, s.o.MaxBytes, flag, aw.Entry, aw.MinID)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return fmt.Errorf("%s: put version %d: %w", s.o.Name, expected+1, err)

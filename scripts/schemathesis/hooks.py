@@ -355,7 +355,7 @@ ZONE_SET = None
 if os.environ.get("NOFLY_ST_ZONES"):
     with open(os.environ["NOFLY_ST_ZONES"]) as f:
         ZONE_SET = json.load(f)
-CURSOR_PARAMS = {"/v1/alarms": "cursor", "/v1/drones": "cursor", "/v1/events": "after"}
+CURSOR_PARAMS = {"/v1/alarms": "cursor", "/v1/drones": "cursor", "/v1/events": "after", "/v1/audit": "cursor"}
 ZONE_CHANGES = {("PUT", "/v1/zones"), ("PUT", "/v1/zones/{id}"), ("DELETE", "/v1/zones/{id}")}
 AUTH_CHANGES = {("POST", "/v1/authorizations"), ("DELETE", "/v1/authorizations/{authorization_id}")}
 
@@ -545,7 +545,7 @@ def keep_alerter_failure(failure, case, response):
     if response.status_code == 400 and name and details.get("field") == name:
         with lock:
             return (case.query or {}).get(name) in cursors[case.operation.path]
-    if response.status_code == 400 and op == ("GET", "/v1/alarms") and details.get("field") == "until":
+    if response.status_code == 400 and op in (("GET", "/v1/alarms"), ("GET", "/v1/audit")) and details.get("field") == "until":
         # "not before since", in the parameter's description.
         since, until = (parse_time((case.query or {}).get(k)) for k in ("since", "until"))
         return not (since is not None and until is not None and until < since)
