@@ -31,8 +31,8 @@ type Dispatcher interface {
 // required; zero durations take the defaults below.
 type Options struct {
 	Brokers []string
-	// Dialer connects the consumer group and the partition readers; nil is
-	// kafka-go's default dialer.
+	// Dialer connects the consumer group and the partitions' fetches
+	// (fetchhub.go); nil is kafka-go's default dialer.
 	Dialer *kafka.Dialer
 	Topic  string // the telemetry topic
 	Group  string // the consumer group id
@@ -171,6 +171,7 @@ type Group struct {
 	log   *slog.Logger
 	store dedup.Store
 	m     *metrics
+	hub   *fetchHub // the partitions' fetches, while Run runs
 
 	running   atomic.Int32 // partitions running now
 	joined    atomic.Bool
@@ -236,6 +237,10 @@ func (g *Group) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer group: %w", err)
 	}
+	// Closed after the group (defers run last first): the generation's
+	// partitions end before their fetches do.
+	g.hub = newFetchHub(g.o.Dialer, g.o.Brokers, g.o.Topic, g.log, func(n int64) { g.m.lost.Add(float64(n)) })
+	defer g.hub.close()
 	defer cg.Close()
 	for {
 		gen, err := cg.Next(ctx)

@@ -49,24 +49,11 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 	if start >= 0 {
 		g.checkRetention(ctx, partition, start, log)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:   g.o.Brokers,
-		Dialer:    g.o.Dialer,
-		Topic:     g.o.Topic,
-		Partition: partition,
-		MinBytes:  1,
-		MaxBytes:  8 << 20,
-		MaxWait:   250 * time.Millisecond,
-		// A queue of a whole batch: the reader's goroutine hands records
-		// over through it one by one; with room for a batch it and this
-		// loop wake each other less often than with the default 100.
-		QueueCapacity: max(g.o.Batch, 100),
-		ErrorLogger:   slogKafka{log, slog.LevelWarn},
-	})
-	defer r.Close()
-	if err := r.SetOffset(start); err != nil {
-		return fmt.Errorf("seek to %d: %w", start, err)
+	r, err := g.hub.open(ctx, partition, start)
+	if err != nil {
+		return fmt.Errorf("open the fetch at %d: %w", start, err)
 	}
+	defer g.hub.release(r)
 	log.Info("partition started", "applied", snap.Applied, "from", start, "drones", len(snap.Drones))
 
 	fctx, stopFetch := context.WithCancel(ctx)
@@ -101,8 +88,8 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 }
 
 // checkRetention reports records deleted before they were applied: when
-// the partition's first retained offset is past start, kafka-go's reader
-// moves to it without a word (it only logs when it is already running),
+// the partition's first retained offset is past start, the fetch moves to
+// it (fetchhub.go reports only what is deleted once it is running),
 // and the records in between — positions whose alarms were never decided
 // — are gone. Nothing can bring them back; an operator must hear of it
 // (an alerter down longer than the topic's retention, or Redis restored
@@ -183,7 +170,7 @@ func (g *Group) commit(ctx context.Context, oc *offsetCommitter, partition int, 
 	return nil
 }
 
-// fetcher is what fetchBatch reads from (a *kafka.Reader).
+// fetcher is what fetchBatch reads from (a partition's feed).
 type fetcher interface {
 	FetchMessage(ctx context.Context) (kafka.Message, error)
 }
