@@ -35,13 +35,10 @@ const (
 	fetchShortWait = 5 * time.Millisecond
 	// partitionMaxBytes bounds one partition's share of a fetch (the
 	// broker still returns a first batch larger than it); requestMaxBytes
-	// one answer. A feed holds at most feedChunks of them.
+	// one answer. A feed holds at most its limit of records (the hub's
+	// maxBuffered) plus one such share.
 	partitionMaxBytes = 1 << 20
 	requestMaxBytes   = 16 << 20
-	// feedChunks is how many fetched chunks a feed holds before the loop
-	// leaves its partition out of the next fetch (backpressure on that
-	// partition alone); one more slot is kept for an error.
-	feedChunks = 2
 	// leadersTTL is how long a leader map is trusted without an error.
 	leadersTTL = 30 * time.Second
 )
@@ -53,6 +50,13 @@ type fetchHub struct {
 	transport *kafka.Transport
 	log       *slog.Logger
 	lost      func(n int64) // records deleted before they were fetched
+	// maxBuffered is how many fetched records a feed holds before the
+	// loop leaves its partition out of the next fetch: backpressure on
+	// that partition alone. Counted in records, not answers: under a
+	// flood answers are small and frequent, and a limit of answers left
+	// partitions out (and the loop polling) with a few dozen records
+	// each.
+	maxBuffered int
 
 	ctx  context.Context // the loops' life
 	stop context.CancelFunc
@@ -64,7 +68,7 @@ type fetchHub struct {
 	fresh   time.Time           // when leaders was read; zero: read again
 }
 
-func newFetchHub(d *kafka.Dialer, brokers []string, topic string, log *slog.Logger, lost func(int64)) *fetchHub {
+func newFetchHub(d *kafka.Dialer, brokers []string, topic string, maxBuffered int, log *slog.Logger, lost func(int64)) *fetchHub {
 	if d == nil {
 		d = kafka.DefaultDialer
 	}
@@ -74,7 +78,7 @@ func newFetchHub(d *kafka.Dialer, brokers []string, topic string, log *slog.Logg
 		// feeds' reloads would fail that long.
 		MetadataTTL: time.Second}
 	ctx, stop := context.WithCancel(context.Background())
-	return &fetchHub{topic: topic, transport: tr, log: log, lost: lost, ctx: ctx, stop: stop,
+	return &fetchHub{topic: topic, transport: tr, log: log, lost: lost, maxBuffered: max(maxBuffered, 1), ctx: ctx, stop: stop,
 		client: &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr},
 		loops:  make(map[int]*leaderLoop)}
 }
@@ -90,34 +94,44 @@ func (h *fetchHub) close() {
 // by the partition's consume loop through FetchMessage.
 type feed struct {
 	partition int
-	chunks    chan chunk // filled by the loop only
-	cur       []kafka.Message
-	wake      chan struct{} // its loop's: a taken chunk makes room
+	cur       []kafka.Message // being read (the reader's own)
+	wake      chan struct{}   // its loop's: records taken make room
+	notify    chan struct{}   // cap 1: something was queued
+
+	mu       sync.Mutex
+	queue    [][]kafka.Message // fetched, not yet taken
+	buffered int               // records in queue
+	err      error             // the fetch failed: after queue, the reader gets it
 
 	// owned by the loop
 	next    int64 // the next offset to fetch
 	fetched bool  // a fetch answered for it (out of range at the first is the start's own, already reported)
 }
 
-type chunk struct {
-	msgs []kafka.Message
-	err  error
-}
-
 // FetchMessage returns the next record, waiting as long as ctx allows.
 func (f *feed) FetchMessage(ctx context.Context) (kafka.Message, error) {
 	for len(f.cur) == 0 {
-		select {
-		case c := <-f.chunks:
-			if c.err != nil {
-				return kafka.Message{}, c.err
-			}
-			f.cur = c.msgs
+		f.mu.Lock()
+		if len(f.queue) > 0 {
+			f.cur = f.queue[0]
+			f.queue[0] = nil
+			f.queue = f.queue[1:]
+			f.buffered -= len(f.cur)
+			f.mu.Unlock()
 			// The loop may be asleep with every feed full: room now.
 			select {
 			case f.wake <- struct{}{}:
 			default:
 			}
+			continue
+		}
+		err := f.err
+		f.mu.Unlock()
+		if err != nil {
+			return kafka.Message{}, err
+		}
+		select {
+		case <-f.notify:
 		case <-ctx.Done():
 			return kafka.Message{}, ctx.Err()
 		}
@@ -153,7 +167,7 @@ func (h *fetchHub) open(ctx context.Context, partition int, start int64) (*feed,
 		h.loops[leader] = l
 		h.wg.Go(l.run)
 	}
-	f := &feed{partition: partition, chunks: make(chan chunk, feedChunks+1), next: start, wake: l.wake}
+	f := &feed{partition: partition, next: start, wake: l.wake, notify: make(chan struct{}, 1)}
 	l.mu.Lock()
 	if old := l.feeds[partition]; old != nil {
 		l.mu.Unlock()
@@ -338,7 +352,7 @@ func (l *leaderLoop) ready() (parts []*feed, full, done bool) {
 	}
 	h.mu.Unlock()
 	for _, f := range l.feeds {
-		if len(f.chunks) < feedChunks {
+		if f.room(h.maxBuffered) {
 			parts = append(parts, f)
 		} else {
 			full = true
@@ -363,9 +377,39 @@ func (l *leaderLoop) fail(f *feed, err error) {
 		delete(l.feeds, f.partition)
 	}
 	l.mu.Unlock()
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+	f.signal()
+}
+
+// room reports whether f holds fewer than limit records.
+func (f *feed) room(limit int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buffered < limit
+}
+
+// held is the number of fetched records f holds, not yet taken.
+func (f *feed) held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buffered
+}
+
+// put queues fetched records for the reader.
+func (f *feed) put(msgs []kafka.Message) {
+	f.mu.Lock()
+	f.queue = append(f.queue, msgs)
+	f.buffered += len(msgs)
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *feed) signal() {
 	select {
-	case f.chunks <- chunk{err: err}:
-	default: // cannot happen: a slot is kept for it, and a failed feed gets nothing more
+	case f.notify <- struct{}{}:
+	default:
 	}
 }
 
@@ -437,7 +481,7 @@ func (l *leaderLoop) answer(f *feed, p *fetch.ResponsePartition) {
 	}
 	f.next = next
 	if len(msgs) > 0 {
-		f.chunks <- chunk{msgs: msgs} // room: only feeds with room are fetched
+		f.put(msgs)
 	}
 }
 

@@ -37,14 +37,14 @@ func TestFetchHub(t *testing.T) {
 			produceEach(t, brokers, topic, parts, 0, per)
 
 			var lost atomic.Int64
-			h := newFetchHub(nil, brokers, topic, slog.Default(), func(n int64) { lost.Add(n) })
+			h := newFetchHub(nil, brokers, topic, limit, slog.Default(), func(n int64) { lost.Add(n) })
 			defer h.close()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 
 			// Partition 3 is opened and never read: the others must still
 			// be fetched to their end (it is left out of the fetches once
-			// its chunks are full).
+			// it holds its limit).
 			idle, err := h.open(ctx, 3, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -62,16 +62,16 @@ func TestFetchHub(t *testing.T) {
 			}
 
 			// More records while the feeds wait: they arrive (the long poll
-			// answers them) in rounds, while the idle partition's chunks
-			// fill and it is left out; then it is read to its end.
+			// answers them) in rounds, while the idle partition holds its
+			// limit and is left out; then it is read to its end.
 			for r := int64(1); r <= 3; r++ {
 				produceEach(t, brokers, topic, parts, r*per, (r+1)*per)
 				for p, f := range feeds {
 					readExpect(ctx, t, f, p, r*per, (r+1)*per)
 				}
 			}
-			if n := len(idle.chunks); n != feedChunks {
-				t.Errorf("the unread feed holds %d chunks, want %d (full, left out of the fetches)", n, feedChunks)
+			if n := idle.held(); n < limit || n >= 4*per {
+				t.Errorf("the unread feed holds %d records, want its limit %d or more but not all %d (left out of the fetches once full)", n, limit, 4*per)
 			}
 			readExpect(ctx, t, idle, 3, 0, 4*per)
 
@@ -112,7 +112,7 @@ func TestFetchHubWakesWhenDrained(t *testing.T) {
 	t.Parallel()
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, brokers, 1)
-	h := newFetchHub(nil, brokers, topic, slog.Default(), func(int64) {})
+	h := newFetchHub(nil, brokers, topic, limit, slog.Default(), func(int64) {})
 	defer h.close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -121,10 +121,10 @@ func TestFetchHubWakesWhenDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	const per = 100
-	var r int64
-	for ; len(f.chunks) < feedChunks; r++ {
+	var r int64 // rounds of per records: three fill the feed
+	for ; f.held() < limit; r++ {
 		if r == 20 {
-			t.Fatalf("the feed holds %d chunks after %d rounds, never full", len(f.chunks), r)
+			t.Fatalf("the feed holds %d records after %d rounds, never full", f.held(), r)
 		}
 		produceOne(t, brokers, topic, r*per, (r+1)*per)
 		time.Sleep(100 * time.Millisecond) // let the loop fetch the round on its own
@@ -137,6 +137,9 @@ func produceOne(t *testing.T, brokers []string, topic string, from, to int64) {
 	t.Helper()
 	produceEach(t, brokers, topic, 1, from, to)
 }
+
+// limit is the tests' feed limit: 300 records a round fill it at once.
+const limit = 250
 
 // readExpect reads offsets [from, to) of partition p from f, in order,
 // each with the value produceEach gave it.

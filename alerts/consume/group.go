@@ -239,7 +239,7 @@ func (g *Group) Run(ctx context.Context) error {
 	}
 	// Closed after the group (defers run last first): the generation's
 	// partitions end before their fetches do.
-	g.hub = newFetchHub(g.o.Dialer, g.o.Brokers, g.o.Topic, g.log, func(n int64) { g.m.lost.Add(float64(n)) })
+	g.hub = newFetchHub(g.o.Dialer, g.o.Brokers, g.o.Topic, max(2*g.o.Batch, 1000), g.log, func(n int64) { g.m.lost.Add(float64(n)) })
 	defer g.hub.close()
 	defer cg.Close()
 	for {

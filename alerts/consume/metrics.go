@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fenced:     c("commits_fenced_total", "Commits refused because the partition's version changed (another owner)."),
 		commitErrs: c("commit_errors_total", "Commits that failed with an error of unknown outcome (reloaded)."),
 		lost: c("records_lost_to_retention_total", "Records Kafka deleted (retention, or a restore of older Redis state) before the alerter applied them: "+
-			"between a partition's applied offset and its first retained offset when the partition started. Their alarms were never decided; alert on any."),
+			"between a partition's applied offset and its first retained offset when the partition started, or deleted under a running partition before it was fetched. Their alarms were never decided; alert on any."),
 		ticks:      c("ticks_total", "Clock ticks of the telemetry topic applied (records of time alone, written by ingest to every partition)."),
 		sigLost:    c("signal_lost_total", "signal_lost events decided: an active alarm's drone not heard for --signal-lost-after of the log's clock."),
 		regained:   c("signal_regained_total", "signal_regained events decided: the first position of a drone whose alarm had lost its signal."),

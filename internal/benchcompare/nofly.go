@@ -63,6 +63,10 @@ func (n *noflyRound) run(ctx context.Context) (res roundResult, err error) {
 	alerter, err := startProc(filepath.Join(n.bin, "alerter"), append([]string{"serve", "--redis=" + n.redis,
 		"--redis-prefix=" + n.runID, "--group=" + n.runID, "--zones=" + n.zonesFile,
 		"--events-topic=" + eventsTopic, "--http=" + alerterAddr,
+		// A run's audit trail stays in its own Redis prefix: the shared
+		// default topic holds earlier runs' trails, which the alerter
+		// rightly refuses to continue.
+		"--audit-topic=",
 		// Tile38 detects enter and exit only: both sides decide the same
 		// (replay below too), and the events compare one to one.
 		"--approach-before=off"}, common...),

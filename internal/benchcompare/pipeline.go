@@ -98,7 +98,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (_ *Pipeline, err er
 	}
 	p.alerter, err = startProc(filepath.Join(bin, "alerter"), append(append([]string{"serve", "--redis=" + cfg.Redis,
 		"--redis-prefix=" + runID, "--group=" + runID, "--zones=" + cfg.Zones,
-		"--events-topic=" + p.EventsTopic, "--http=" + p.AlerterAddr}, common...), cfg.AlerterArgs...),
+		// A run's audit trail stays in its own Redis prefix (the shared
+		// default topic holds earlier runs' trails).
+		"--events-topic=" + p.EventsTopic, "--http=" + p.AlerterAddr, "--audit-topic="}, common...), cfg.AlerterArgs...),
 		filepath.Join(logDir, runID+".alerter.log"))
 	if err != nil {
 		return nil, err
