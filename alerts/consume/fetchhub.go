@@ -95,6 +95,7 @@ func (h *fetchHub) close() {
 type feed struct {
 	partition int
 	cur       []kafka.Message // being read (the reader's own)
+	loop      *leaderLoop     // the loop fetching it
 	wake      chan struct{}   // its loop's: records taken make room
 	notify    chan struct{}   // cap 1: something was queued
 
@@ -146,7 +147,7 @@ func (f *feed) FetchMessage(ctx context.Context) (kafka.Message, error) {
 // kafka.FirstOffset); close it with (*fetchHub).release.
 func (h *fetchHub) open(ctx context.Context, partition int, start int64) (*feed, error) {
 	if start < 0 {
-		first, err := h.firstOffset(ctx, partition)
+		first, _, err := h.offsets(ctx, partition)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +168,7 @@ func (h *fetchHub) open(ctx context.Context, partition int, start int64) (*feed,
 		h.loops[leader] = l
 		h.wg.Go(l.run)
 	}
-	f := &feed{partition: partition, next: start, wake: l.wake, notify: make(chan struct{}, 1)}
+	f := &feed{partition: partition, next: start, loop: l, wake: l.wake, notify: make(chan struct{}, 1)}
 	l.mu.Lock()
 	if old := l.feeds[partition]; old != nil {
 		l.mu.Unlock()
@@ -182,18 +183,13 @@ func (h *fetchHub) open(ctx context.Context, partition int, start int64) (*feed,
 // release closes f: its partition leaves its loop's fetches, and what was
 // in flight for it is dropped.
 func (h *fetchHub) release(f *feed) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, l := range h.loops {
-		l.mu.Lock()
-		if l.feeds[f.partition] == f {
-			delete(l.feeds, f.partition)
-			l.mu.Unlock()
-			l.poke()
-			return
-		}
-		l.mu.Unlock()
+	l := f.loop
+	l.mu.Lock()
+	if l.feeds[f.partition] == f {
+		delete(l.feeds, f.partition)
 	}
+	l.mu.Unlock()
+	l.poke() // a loop left without feeds leaves the hub
 }
 
 // leaderOf is partition's leader as last read, read again when unknown or
@@ -241,12 +237,6 @@ func (h *fetchHub) stale() {
 	h.mu.Lock()
 	h.fresh = time.Time{}
 	h.mu.Unlock()
-}
-
-// firstOffset is partition's first retained offset.
-func (h *fetchHub) firstOffset(ctx context.Context, partition int) (int64, error) {
-	first, _, err := h.offsets(ctx, partition)
-	return first, err
 }
 
 // offsets are partition's first retained offset and its end.

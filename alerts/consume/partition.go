@@ -97,7 +97,7 @@ func (g *Group) consume(ctx context.Context, oc *offsetCommitter, partition int,
 // starts anyway: the check must not stop the alarms that can still be
 // decided.
 func (g *Group) checkRetention(ctx context.Context, partition int, start int64, log *slog.Logger) {
-	first, err := firstOffset(ctx, g.o.Dialer, g.o.Brokers, g.o.Topic, partition)
+	first, _, err := g.hub.offsets(ctx, partition)
 	if err != nil {
 		log.Warn("could not read the partition's first retained offset; records deleted before they were applied would go unreported", "err", err)
 		return
@@ -107,30 +107,6 @@ func (g *Group) checkRetention(ctx context.Context, partition int, start int64, 
 		log.Error("RECORDS LOST: Kafka deleted records of this partition before the alerter applied them (retention shorter than an outage, or Redis restored from an older backup); their alarms were never decided",
 			"from", start, "first_retained", first, "records_lost", first-start)
 	}
-}
-
-// firstOffset is the partition's first retained offset.
-func firstOffset(ctx context.Context, d *kafka.Dialer, brokers []string, topic string, partition int) (int64, error) {
-	if d == nil {
-		d = kafka.DefaultDialer
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var last error
-	for _, b := range brokers {
-		c, err := d.DialLeader(ctx, "tcp", b, topic, partition)
-		if err != nil {
-			last = err
-			continue
-		}
-		first, err := c.ReadFirstOffset()
-		_ = c.Close()
-		if err != nil {
-			return 0, fmt.Errorf("first offset of %s/%d: %w", topic, partition, err)
-		}
-		return first, nil
-	}
-	return 0, fmt.Errorf("first offset of %s/%d: %w", topic, partition, last)
 }
 
 // commit makes one batch durable in Redis, then offers its offset to

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nofly-dev/nofly/api"
 	"github.com/nofly-dev/nofly/audit"
+	"github.com/nofly-dev/nofly/internal/reloadstat"
 )
 
 // tokenReloader reads --api-tokens again on SIGHUP and swaps the set the
@@ -20,44 +21,33 @@ import (
 // counted, and the tokens in use stay. Only SIGHUP reloads: the file is not
 // watched, so a half-written file is never read by surprise.
 type tokenReloader struct {
-	store   *api.TokenStore
-	audit   audit.Recorder // nil: not audited (a test)
-	log     *slog.Logger
-	reloads *prometheus.CounterVec
-	last    prometheus.Gauge // 1: the last reload took the file (or none yet)
-	tokens  *prometheus.GaugeVec
+	store  *api.TokenStore
+	audit  audit.Recorder // nil: not audited (a test)
+	log    *slog.Logger
+	stat   *reloadstat.Stat
+	tokens *prometheus.GaugeVec
 }
+
+const (
+	tokenReloadsHelp = "Reads of the --api-tokens file on SIGHUP, by result: ok (the file's tokens are in use) or error (it did not parse or read; the tokens in use stayed)."
+	tokenLastHelp    = "1 if the last SIGHUP's read of --api-tokens took the file (or there was none), 0 if it failed and the tokens before it are still in use (NoflyTokenReloadFailed)."
+)
 
 // newTokenReloader is nil without a token file (nothing to reload).
 func newTokenReloader(store *api.TokenStore, reg prometheus.Registerer, log *slog.Logger) *tokenReloader {
 	if store == nil {
-		// Nothing to reload, so nothing failed: the alert rule's series is
-		// there (1) on every alerter, token file or not.
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "nofly_api_tokens_last_reload_successful",
-			Help: "1 if the last SIGHUP's read of --api-tokens took the file (or there was none), 0 if it failed and the tokens before it are still in use (NoflyTokenReloadFailed).",
-		}, func() float64 { return 1 }))
+		reloadstat.None(reg, "nofly_api_tokens", tokenLastHelp)
 		return nil
 	}
 	r := &tokenReloader{
 		store: store, log: log,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nofly_api_tokens_reloads_total",
-			Help: "Reads of the --api-tokens file on SIGHUP, by result: ok (the file's tokens are in use) or error (it did not parse or read; the tokens in use stayed).",
-		}, []string{"result"}),
-		last: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nofly_api_tokens_last_reload_successful",
-			Help: "1 if the last SIGHUP's read of --api-tokens took the file (or there was none), 0 if it failed and the tokens before it are still in use (NoflyTokenReloadFailed).",
-		}),
+		stat: reloadstat.New(reg, "nofly_api_tokens", tokenReloadsHelp, tokenLastHelp),
 		tokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nofly_api_tokens",
 			Help: "API tokens in use, by role (viewer, operator, admin).",
 		}, []string{"role"}),
 	}
-	r.reloads.WithLabelValues("ok")
-	r.reloads.WithLabelValues("error")
-	r.last.Set(1)
-	reg.MustRegister(r.reloads, r.last, r.tokens)
+	reg.MustRegister(r.tokens)
 	r.count(store.Tokens())
 	return r
 }
@@ -88,15 +78,12 @@ func (r *tokenReloader) reload(ctx context.Context) {
 		return
 	}
 	ts, ch, err := r.store.Reload()
+	r.stat.Done(err)
 	if err != nil {
-		r.reloads.WithLabelValues("error").Inc()
-		r.last.Set(0)
 		r.log.Error("api tokens: reload failed, the tokens in use are unchanged", "api_tokens", ts.Path, "error", err)
 		r.auditTokenReload(ctx, ts.Path, 0, ch, err)
 		return
 	}
-	r.reloads.WithLabelValues("ok").Inc()
-	r.last.Set(1)
 	r.count(ts)
 	r.log.Info("api tokens: reloaded", "api_tokens", ts.Path, "tokens", len(ts.Tokens),
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)

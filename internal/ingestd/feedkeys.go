@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nofly-dev/nofly/ingest/feedkey"
+	"github.com/nofly-dev/nofly/internal/reloadstat"
 )
 
 // loadFeeds reads --feed-keys; a bad file is a configuration error naming
@@ -147,43 +148,32 @@ type feedReloader struct {
 	setter interface {
 		SetFeeds(*feedkey.Set) (feedkey.Changes, error)
 	}
-	log     *slog.Logger
-	reloads *prometheus.CounterVec
-	last    prometheus.Gauge // 1: the last reload took the file (or none yet)
-	feeds   prometheus.Gauge
+	log   *slog.Logger
+	stat  *reloadstat.Stat
+	feeds prometheus.Gauge
 }
+
+const (
+	feedReloadsHelp = "Reads of the --feed-keys file on SIGHUP, by result: ok (its feeds are in use) or error (it did not parse or read; the feeds in use stayed)."
+	feedLastHelp    = "1 if the last SIGHUP's read of --feed-keys took the file (or there was none), 0 if it failed and the feeds before it are still in use (NoflyTokenReloadFailed)."
+)
 
 // newFeedReloader is nil without --feed-keys (nothing to reload).
 func newFeedReloader(s *service, reg prometheus.Registerer) *feedReloader {
 	if s.feeds == nil {
-		// Nothing to reload, so nothing failed: the alert rule's series is
-		// there (1) on every ingest, key file or not.
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "nofly_ingest_feed_keys_last_reload_successful",
-			Help: "1 if the last SIGHUP's read of --feed-keys took the file (or there was none), 0 if it failed and the feeds before it are still in use (NoflyTokenReloadFailed).",
-		}, func() float64 { return 1 }))
+		reloadstat.None(reg, "nofly_ingest_feed_keys", feedLastHelp)
 		return nil
 	}
 	r := &feedReloader{
 		path: s.feeds.Path, setter: s.api, log: s.log,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nofly_ingest_feed_keys_reloads_total",
-			Help: "Reads of the --feed-keys file on SIGHUP, by result: ok (its feeds are in use) or error (it did not parse or read; the feeds in use stayed).",
-		}, []string{"result"}),
-		last: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nofly_ingest_feed_keys_last_reload_successful",
-			Help: "1 if the last SIGHUP's read of --feed-keys took the file (or there was none), 0 if it failed and the feeds before it are still in use (NoflyTokenReloadFailed).",
-		}),
+		stat: reloadstat.New(reg, "nofly_ingest_feed_keys", feedReloadsHelp, feedLastHelp),
 		feeds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nofly_ingest_feed_keys",
 			Help: "Feeds in the --feed-keys file in use.",
 		}),
 	}
-	r.reloads.WithLabelValues("ok")
-	r.reloads.WithLabelValues("error")
 	r.feeds.Set(float64(len(s.feeds.Feeds)))
-	r.last.Set(1)
-	reg.MustRegister(r.reloads, r.last, r.feeds)
+	reg.MustRegister(r.feeds)
 	return r
 }
 
@@ -199,14 +189,11 @@ func (r *feedReloader) reload(log *slog.Logger) {
 	if err == nil {
 		ch, err = r.setter.SetFeeds(set)
 	}
+	r.stat.Done(err)
 	if err != nil {
-		r.reloads.WithLabelValues("error").Inc()
-		r.last.Set(0)
 		r.log.Error("feed keys: reload failed, the feeds in use are unchanged", "feed_keys", r.path, "error", err)
 		return
 	}
-	r.reloads.WithLabelValues("ok").Inc()
-	r.last.Set(1)
 	r.feeds.Set(float64(len(set.Feeds)))
 	r.log.Info("feed keys: reloaded", "feed_keys", r.path, "feeds", len(set.Feeds),
 		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
