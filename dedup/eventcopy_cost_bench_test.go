@@ -12,32 +12,41 @@ import (
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
-// eventCopyScript appends ARGV[2..] to the outbox stream (KEYS[1]) and,
-// by ARGV[1], also writes each to the index hash (KEYS[2]): "json" the
-// event itself, as the batch script's alarm index does today; "ref" a
-// stream id in its place (what issue 32 point 3 asks); "none" nothing;
-// "one-entry" appends the call's events as one stream entry (a field
-// each) and nothing else: the outbox with an entry per batch.
+// eventCopyScript appends ARGV[3..] to the outbox stream (KEYS[1]), each
+// with the event id ARGV[2] in a field of its own as the outbox had it
+// before issue 32, and, by ARGV[1], also writes each to the index hash
+// (KEYS[2]): "json" the event itself, as the batch script's alarm index
+// does; "ref" a stream id in its place (what issue 32 point 3 asks);
+// "none" nothing. "no-id" appends each event alone, without the id field,
+// as the outbox does now (the id is the JSON's first member); "one-entry"
+// appends the call's events as one stream entry (a field each) and nothing
+// else: the outbox with an entry per batch.
 // The hash's fields are deleted in the same call, as the index's GC
 // deletes them later, so the copy's whole life is weighed.
 var eventCopyScript = redis.NewScript(`
 local ids = {}
 if ARGV[1] == 'one-entry' then
   local f = {}
-  for i = 2, #ARGV do f[#f + 1] = 'e'; f[#f + 1] = ARGV[i] end
+  for i = 3, #ARGV do f[#f + 1] = 'e'; f[#f + 1] = ARGV[i] end
   redis.call('XADD', KEYS[1], 'MAXLEN', '~', 200, '*', unpack(f))
   return 1
 end
-for i = 2, #ARGV do
-  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', 20000, '*', 'id', i, 'e', ARGV[i])
+if ARGV[1] == 'no-id' then
+  for i = 3, #ARGV do
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', 20000, '*', 'event', ARGV[i])
+  end
+  return 1
+end
+for i = 3, #ARGV do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', 20000, '*', 'event_id', ARGV[2], 'event', ARGV[i])
 end
 if ARGV[1] ~= 'none' then
   local h, f = {}, {}
-  for i = 2, #ARGV do
-    local k = ids[i - 1] .. ':raised'
+  for i = 3, #ARGV do
+    local k = ids[i - 2] .. ':raised'
     f[#f + 1] = k
     h[#h + 1] = k
-    if ARGV[1] == 'json' then h[#h + 1] = ARGV[i] else h[#h + 1] = ids[i - 1] end
+    if ARGV[1] == 'json' then h[#h + 1] = ARGV[i] else h[#h + 1] = ids[i - 2] end
   end
   redis.call('HSET', KEYS[2], unpack(h))
   redis.call('HDEL', KEYS[2], unpack(f))
@@ -62,14 +71,15 @@ func BenchmarkEventCopyCost(b *testing.B) {
 		Seq: 1234, TS: time.Date(2026, 12, 6, 20, 0, 0, 123e6, time.UTC), Lat: 51.4702, Lon: -0.4543, AltM: &alt, AltRef: "wgs84",
 		Reason: "entered"}
 	js := string(ev.AppendJSON(nil))
-	args := make([]any, 101)
-	for i := 1; i < len(args); i++ {
+	args := make([]any, 102)
+	args[1] = ev.EventID
+	for i := 2; i < len(args); i++ {
 		args[i] = js
 	}
 	keys := []string{"{bench-eventcopy}:outbox", "{bench-eventcopy}:index"}
 	b.Cleanup(func() { rc.Del(ctx, keys...) })
 	const calls = 200
-	modes := []string{"none", "json", "ref", "one-entry"}
+	modes := []string{"none", "no-id", "json", "ref", "one-entry"}
 	cpu := map[string]time.Duration{}
 	for i := 0; i < b.N; i++ {
 		for k := range modes {

@@ -434,7 +434,7 @@ for j = 1, m do
     claimed[id] = true
     local at = last + 3 * j - 2
     local ev, ix = ARGV[at + 1], ARGV[at + 2]
-    redis.call('XADD', outbox, '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ev)
+    redis.call('XADD', outbox, '*', '` + redislayout.FieldEvent + `', ev)
     appended = appended + 1
     fresh[2 * appended - 1] = id
     fresh[2 * appended] = '1'

@@ -208,7 +208,9 @@ func TestRedisKeysShareHashTagAndExpire(t *testing.T) {
 		t.Errorf("applied = %q", got)
 	}
 	msgs := c.XRange(ctx, k.Outbox(), "-", "+").Val()
-	if len(msgs) != 1 || len(msgs[0].Values) != 2 || msgs[0].Values[redislayout.FieldEventID] != "e1" || msgs[0].Values[redislayout.FieldEvent] != `{"event_id":"e1"}` {
+	// The event alone: its id is the JSON's (issue 32: a second field cost
+	// Redis ~0.7 µs an event).
+	if len(msgs) != 1 || len(msgs[0].Values) != 1 || msgs[0].Values[redislayout.FieldEvent] != `{"event_id":"e1"}` {
 		t.Errorf("outbox = %+v", msgs)
 	}
 }

@@ -349,7 +349,7 @@ if cur then
   return {2, cur}
 end
 redis.call('HSET', KEYS[1], id, ARGV[2])
-redis.call('XADD', KEYS[2], '*', '` + redislayout.FieldEventID + `', id, '` + redislayout.FieldEvent + `', ARGV[2])
+redis.call('XADD', KEYS[2], '*', '` + redislayout.FieldEvent + `', ARGV[2])
 ` + audit.XAddLua("KEYS[3]", "ARGV[3]", "ARGV[4]") + `return {1}
 `)
 

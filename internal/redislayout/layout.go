@@ -56,7 +56,8 @@ func (k Keys) DroneIndexed() string { return k.tag + ":drones:indexed" }
 // entries, each written by the ack script with its ack.
 func (k Keys) Audit() string { return k.tag + ":audit" }
 
-// Outbox is the stream of alarm events (fields FieldEventID, FieldEvent).
+// Outbox is the stream of alarm events: field FieldEvent, the event's JSON
+// (entries written before issue 32 also carry FieldEventID).
 func (k Keys) Outbox() string { return k.tag + ":outbox" }
 
 // Event is the unique key of event id in the layout before event buckets
@@ -165,7 +166,10 @@ func WebhookOutput(name string) string { return "webhook:" + name }
 // host, port and path) in cursor and state keys and in metrics.
 func AlertmanagerOutput(name string) string { return "alertmanager:" + name }
 
-// The fields of an outbox entry (XADD order: event_id, event).
+// The fields of an outbox entry: FieldEvent, the event's JSON, whose
+// first member is its event_id. FieldEventID is that id again, in dead
+// letters and in outbox entries written before issue 32 (EventIDOf reads
+// it from the JSON otherwise).
 const (
 	FieldEventID = "event_id"
 	FieldEvent   = "event"
@@ -189,9 +193,15 @@ type Entry struct {
 	Event   []byte // the event's JSON, as downstream gets it
 }
 
-// Values are the entry's fields in XADD order (the commit script writes
-// the same two; tests and tools that add entries use this).
+// Values are the entry's fields as the commit script writes them (the
+// event alone; tests and tools that add entries use this).
 func (e Entry) Values() []any {
+	return []any{FieldEvent, e.Event}
+}
+
+// LegacyValues are the fields of an entry written before issue 32: the
+// event id, then the event (the upgrade tests write these).
+func (e Entry) LegacyValues() []any {
 	return []any{FieldEventID, e.EventID, FieldEvent, e.Event}
 }
 

@@ -65,7 +65,8 @@ func TestFieldsPinned(t *testing.T) {
 		name      string
 		got, want []any
 	}{
-		{"outbox entry", e.Values(), []any{"event_id", "a:raised", "event", []byte(`{"x":1}`)}},
+		{"outbox entry", e.Values(), []any{"event", []byte(`{"x":1}`)}},
+		{"outbox entry before issue 32", e.LegacyValues(), []any{"event_id", "a:raised", "event", []byte(`{"x":1}`)}},
 		{"dead letter", d.Values(), []any{"outbox_id", "5-1", "event_id", "a:raised", "event", []byte(`{"x":1}`),
 			"reason", "permanent: HTTP 400", "attempts", 2, "status", 400}},
 	}

@@ -1,7 +1,9 @@
 package redislayout
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -74,13 +76,45 @@ func read(ctx context.Context, rdb redis.Cmdable, stream, after string, n int, b
 	return msgs, nil
 }
 
+// entryOf reads an outbox entry or a dead letter's copy of one. The event
+// id is the JSON's own event_id: since issue 32 the outbox holds the event
+// alone (a second field cost Redis ~0.7 µs an event); entries written
+// before it, and dead letters, also carry it in FieldEventID, which is
+// read when present, so an outbox upgraded in place reads on.
 func entryOf(m redis.XMessage) Entry {
 	e := Entry{ID: m.ID}
-	e.EventID, _ = m.Values[FieldEventID].(string)
 	if v, ok := m.Values[FieldEvent].(string); ok {
 		e.Event = []byte(v)
 	}
+	if id, ok := m.Values[FieldEventID].(string); ok {
+		e.EventID = id
+	} else {
+		e.EventID = EventIDOf(e.Event)
+	}
 	return e
+}
+
+// eventIDPrefix is how alerts.Event.AppendJSON begins every event.
+const eventIDPrefix = `{"event_id":"`
+
+// EventIDOf returns the event_id member of an event's JSON: read in place
+// when it is the first member without escapes, as the alerter writes it,
+// else decoded; "" when the JSON has none (a reader then refuses the entry
+// as it refuses one without the field: the Kafka output names no event,
+// redrive stops).
+func EventIDOf(event []byte) string {
+	if rest, ok := bytes.CutPrefix(event, []byte(eventIDPrefix)); ok {
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return string(rest[:i])
+		}
+	}
+	var v struct {
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal(event, &v) != nil {
+		return ""
+	}
+	return v.EventID
 }
 
 func atoi(v any) int {

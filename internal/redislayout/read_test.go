@@ -58,7 +58,7 @@ func TestReadOutbox(t *testing.T) {
 	}
 
 	t.Run("blocking wakes on a new entry", func(t *testing.T) {
-		e := redislayout.Entry{EventID: "f:raised", Event: []byte(`{}`)}
+		e := redislayout.Entry{EventID: "f:raised", Event: []byte(`{"event_id":"f:raised"}`)}
 		go func() {
 			time.Sleep(100 * time.Millisecond)
 			rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Outbox(), Values: e.Values()})
@@ -108,6 +108,65 @@ func TestReadDeadLetters(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadOutboxAcrossTheUpgrade reads an outbox upgraded in place: entries
+// of the layout before issue 32 (an event_id field, then the event) and of
+// the present one (the event alone) interleaved, as a partition's outbox is
+// while the alerter is upgraded. Every entry reads with its event's id; the
+// reference is the ids the entries were added with.
+func TestReadOutboxAcrossTheUpgrade(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.RedisClient(t)
+	k := redislayout.Of(testenv.RedisPrefix(t, "layout-upgrade"), "t", 0)
+	var want []redislayout.Entry
+	for i, id := range []string{"a:raised", "a:acked", "b:raised", "a:cleared", "b:signal_lost:1"} {
+		e := redislayout.Entry{EventID: id, Event: []byte(`{"event_id":"` + id + `","drone_id":"UAV-1"}`)}
+		vals := e.Values()
+		if i%2 == 0 {
+			vals = e.LegacyValues()
+		}
+		sid, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Outbox(), Values: vals}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID = sid
+		want = append(want, e)
+	}
+	for _, block := range []time.Duration{0, 50 * time.Millisecond} {
+		got, err := redislayout.ReadOutbox(ctx, rdb, k, "", 10, block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("block %v: got %+v, want %+v", block, got, want)
+		}
+	}
+}
+
+// TestEventIDOf reads the id from the JSON as the alerter writes it and as
+// anything else might.
+func TestEventIDOf(t *testing.T) {
+	tests := []struct {
+		name, json, want string
+	}{
+		{"first member, as AppendJSON writes it", `{"event_id":"a:raised","type":"raised"}`, "a:raised"},
+		{"another member first", `{"type":"raised","event_id":"a:raised"}`, "a:raised"},
+		{"spaces", `{ "event_id" : "a:raised" }`, "a:raised"},
+		{"an escape in the id", `{"event_id":"a\u003a\"raised"}`, `a:"raised`},
+		{"no event_id", `{"type":"raised"}`, ""},
+		{"not an object", `["a:raised"]`, ""},
+		{"truncated", `{"event_id":"a:rai`, ""},
+		{"empty", ``, ""},
+		{"not a string", `{"event_id":12}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := redislayout.EventIDOf([]byte(tt.json)); got != tt.want {
+				t.Errorf("EventIDOf(%s) = %q, want %q", tt.json, got, tt.want)
 			}
 		})
 	}
