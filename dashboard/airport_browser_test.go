@@ -23,6 +23,7 @@ import (
 // (airport-…-pilot-at-the-airport.png under the test's artifacts) is
 // docs/dashboard-airport.png.
 func TestDashboardAirportPilot(t *testing.T) {
+	untimed(t)
 	zones := []byte(`{"type":"FeatureCollection","features":[
 {"type":"Feature","id":"ILG-ATZ","properties":{"name":"New Castle ATZ","category":"warning","radius_m":2500},
  "geometry":{"type":"Point","coordinates":[-75.6065,39.6785]}},

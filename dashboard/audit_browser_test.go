@@ -26,6 +26,7 @@ import (
 // note) and the operator's refused read, newest first; the action filter
 // narrows it to the ack.
 func TestDashboardAuditTrail(t *testing.T) {
+	untimed(t)
 	auditTopic := testenv.UniqueName("audit")
 	s := startStack(t, testZones(), 2, "--audit-topic="+auditTopic)
 	s.send(pos("UAV-7", 1, time.Now(), 51.5, 0.5))

@@ -255,6 +255,7 @@ func TestDashboardAuthorisedFlight(t *testing.T) {
 // down, a dashed line to the predicted entry point on the map — and drawn
 // again from GET /v1/drones after a reload; its raise takes both away.
 func TestDashboardApproaching(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2, "--approach-before=restricted=30s", "--approach-buffer=50")
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)

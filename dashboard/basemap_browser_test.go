@@ -98,6 +98,7 @@ func (b *browser) goTo(lat, lon float64, z int) {
 // under the zones; the CSP admits that origin and only it; the coastline
 // is gone; the page asked nothing of any third origin.
 func TestDashboardBasemapTiles(t *testing.T) {
+	untimed(t)
 	tileColour := color.RGBA{R: 214, G: 96, B: 200, A: 255}
 	var tile bytes.Buffer
 	img := image.NewRGBA(image.Rect(0, 0, 256, 256))
@@ -199,6 +200,7 @@ func testArchive(t *testing.T) string {
 // archive read is a 206 range answer from the alerter, and nothing else
 // is asked of anyone.
 func TestDashboardBasemapPMTiles(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 1, "--map-pmtiles="+testArchive(t))
 	b := openBrowser(t, s.alerter, "viewer")
 	b.signIn(s.viewer)
@@ -258,6 +260,7 @@ func TestDashboardBasemapPMTiles(t *testing.T) {
 // TestDashboardBasemapNone: without either flag the page draws its
 // coastline as before and asks for no base map.
 func TestDashboardBasemapNone(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 1)
 	b := openBrowser(t, s.alerter, "viewer")
 	b.signIn(s.viewer)
@@ -293,6 +296,7 @@ func TestDashboardBasemapNone(t *testing.T) {
 // OpenStreetMap has them, in the runway colour. Its screenshot is
 // docs/dashboard-basemap.png.
 func TestDashboardBasemapAirport(t *testing.T) {
+	untimed(t)
 	zones := []byte(`{"type":"FeatureCollection","features":[
 {"type":"Feature","id":"ILG-ATZ","properties":{"name":"New Castle ATZ","category":"warning","radius_m":2500},
  "geometry":{"type":"Point","coordinates":[-75.6065,39.6785]}},

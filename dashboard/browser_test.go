@@ -77,6 +77,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// untimed marks a browser test that asserts no time (nothing like "the
+// alarm within 2 s", no frame budget) as parallel: such tests run after the
+// timed ones, go test -parallel at a time (2 in scripts/test.sh), each on
+// its own topic, Redis prefix, ports and browser profile: the package took
+// 282 s instead of 312-348 s one test at a time. A test with a time bound
+// does not call it: it runs alone.
+func untimed(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // startStack starts ingest and the alerter on zones (a GeoJSON file's
 // content).
 func startStack(t *testing.T, zones []byte, partitions int, alerterArgs ...string) *stack {
@@ -474,6 +485,7 @@ func TestDashboardIncursion(t *testing.T) {
 // says "signal lost ... ago", the map keeps it where it was heard, greyed
 // with a dashed ring, its popup says so; its next position regains it.
 func TestDashboardSignalLost(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2, "--signal-lost-after=3s")
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)
@@ -509,6 +521,7 @@ func TestDashboardSignalLost(t *testing.T) {
 // row marked and the map on it, not moved away by the fit to the zones.
 // (An alarm on no list — cleared and acked — is shown in the history.)
 func TestDashboardAlarmLink(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2)
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)
@@ -537,6 +550,7 @@ func TestDashboardAlarmLink(t *testing.T) {
 // operator sees one and acks it from the keyboard; the viewer's page shows
 // the ack.
 func TestDashboardRoles(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2)
 	s.send(pos("UAV-9", 1, time.Now(), 51.5, 0.5))
 	sel := `#active li.alarm[data-state="active"]`

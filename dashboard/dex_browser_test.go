@@ -139,6 +139,7 @@ func dexSignIn(b *browser, email, password, shot string) {
 }
 
 func TestDashboardDexSignIn(t *testing.T) {
+	untimed(t)
 	const secret = "dex-client-secret-e2e"
 	secretFile := filepath.Join(t.TempDir(), "oidc-secret")
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {

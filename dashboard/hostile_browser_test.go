@@ -118,6 +118,7 @@ func evalIn[T any](t *testing.T, ctx context.Context, js string) T {
 // 127.0.0.1) can neither read the API nor write to it, though it is
 // same-origin to itself; the dashboard itself, same-origin, still acks.
 func TestHostileBrowserCrossSiteAndRebinding(t *testing.T) {
+	untimed(t)
 	s := startLoopbackStack(t, testZones())
 	s.send(pos("UAV-7", 1, time.Now(), 51.45, 0.45))
 	var list struct {

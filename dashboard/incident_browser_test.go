@@ -52,6 +52,7 @@ func incidentPos(base time.Time, t int) map[string]any {
 // downloads with the token. The report the police get covers the same
 // window, and its HTML prints to A4 pages (chromium --print-to-pdf).
 func TestDashboardIncident(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2)
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)

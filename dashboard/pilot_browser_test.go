@@ -40,6 +40,7 @@ type pilotDrawn struct {
 // pilot's range and bearing from the drone; a drone without a pilot has
 // none drawn; a pilot that moves is redrawn where it went.
 func TestDashboardPilot(t *testing.T) {
+	untimed(t)
 	s := startStack(t, testZones(), 2)
 	b := openBrowser(t, s.alerter, "operator")
 	b.signIn(s.operator)

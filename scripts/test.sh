@@ -55,36 +55,15 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [[ -n $unformatted ]]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-step "go vet -tags cluster ./..."
-# One vet for both builds: the cluster tag only adds files (none says
-# !cluster, checked here), so this vets every file the plain build has.
-if grep -rlE --include='*.go' '^//go:build .*!cluster' . | grep -q .; then
-  echo "a file is built only without the cluster tag; vet both builds"; exit 1
-fi
-go vet -tags cluster ./...
-step "go test -race ./..."
-# Three packages at a time on two cores: the long ones wait on outages,
-# restarts and soaks more than they compute (two at a time left 40% of the
-# CPU idle: 423 s, against 341 s), and they go first, as go test starts
-# packages in the order given; one of them starting last was the tail.
-# The dashboard's browser tests (chromium, and Dex's) go after the rest,
-# alone: beside the alerter's crash and restart proofs they starved the
-# shared broker of the two cores for seconds at a time (i/o timeouts to
-# Kafka, proofs short of their records by their deadline).
-first="./internal/alerterd ./alerts/outbox ./producer ./api ./internal/ingestd"
-mod=$(go list -m)
-# shellcheck disable=SC2046,SC2086
-go test -race -p 3 -count=1 -timeout 25m $first \
-  $(go list ./... | sed "s|^$mod|.|" | grep -vxF -f <(tr ' ' '\n' <<<"$first ./dashboard"))
-go test -race -count=1 -timeout 25m ./dashboard
 # Jobs that run beside the steps (bg_start), each in a process group of its
 # own (setsid) so that a failing step stops them too, with its output kept
-# for its bg_wait: fuzzing at the lowest CPU priority from here on (its time
-# is wall time: it fills the cores the steps leave idle). The other steps
-# run one after the other: beside the embedded step the cluster step made
-# both three times as long (a private broker's controller took seconds per
-# event), and schemathesis beside it made an API test miss its 1 s write
-# timeout.
+# for its bg_wait: go vet beside go test, and fuzzing from the embedded step
+# on, both at the lowest CPU priority (their time is wall time: they fill
+# the cores the steps leave idle; go test's proofs wait on outages and
+# restarts more than they compute). The other steps run one after the
+# other: beside the embedded step the cluster step made both three times
+# as long (a private broker's controller took seconds per event), and
+# schemathesis beside it made an API test miss its 1 s write timeout.
 declare -A bg_pid bg_log bg_title
 bg_start() {
   local name=$1; bg_title[$1]=$2; shift 2
@@ -124,6 +103,34 @@ trap 'rc=$?; bg_stop; step_report "$rc"' EXIT
 # else wants; nice 19 alone still took a share from the embedded step.
 idle=(nice -n 19)
 if command -v chrt >/dev/null && chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0 nice -n 19); fi
+
+# One vet for both builds: the cluster tag only adds files (none says
+# !cluster, checked here), so this vets every file the plain build has.
+if grep -rlE --include='*.go' '^//go:build .*!cluster' . | grep -q .; then
+  echo "a file is built only without the cluster tag; vet both builds"; exit 1
+fi
+bg_start vet "go vet -tags cluster ./..." "${idle[@]}" go vet -tags cluster ./...
+step "go test -race ./..."
+# Three packages at a time on two cores: the long ones wait on outages,
+# restarts and soaks more than they compute (two at a time left 40% of the
+# CPU idle: 423 s, against 341 s), and they go first, as go test starts
+# packages in the order given; one of them starting last was the tail.
+# The dashboard's browser tests (chromium, and Dex's) go after the rest,
+# alone: beside the alerter's crash and restart proofs they starved the
+# shared broker of the two cores for seconds at a time (i/o timeouts to
+# Kafka, proofs short of their records by their deadline).
+first="./internal/alerterd ./alerts/outbox ./producer ./api ./internal/ingestd"
+mod=$(go list -m)
+# shellcheck disable=SC2046,SC2086
+go test -race -p 3 -count=1 -timeout 25m $first \
+  $(go list ./... | sed "s|^$mod|.|" | grep -vxF -f <(tr ' ' '\n' <<<"$first ./dashboard"))
+# Its untimed browser tests run two at a time (dashboard/browser_test.go's
+# untimed; the timed ones alone before them): 282 s against 312-348 s one
+# at a time. Three at a time took as long, and made two of them fail on a
+# redraw between a query and a click (both since read in one evaluation).
+go test -race -count=1 -parallel 2 -timeout 25m ./dashboard
+step "waiting for go vet"
+bg_wait vet all
 bg_start fuzz "fuzz targets (scripts/fuzz.sh)" env FUZZTIME="$FUZZTIME" "${idle[@]}" bash scripts/fuzz.sh
 
 step "the embedded default (kfake + miniredis, internal/embedded): the producer's and the Redis-backed packages' tests on it"
