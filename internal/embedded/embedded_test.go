@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,74 @@ func TestKafkaCreatesAndServesTopics(t *testing.T) {
 	found := err == nil && string(m.Value) == "v"
 	if !found {
 		t.Fatal("the record written to partition 2 was not read back")
+	}
+}
+
+// TestXInfoEntriesAddedNeverAheadOfTheStream: while clients append to a
+// stream (plain XADDs, and XADDs from a Lua script, as the commit script
+// makes them) and nothing is ever trimmed, every XINFO STREAM reports
+// entries-added equal to the length it reports. The alert API reads
+// entries-added above length as "trimmed" and ends a live stream with a
+// 410: counting an XADD before it was applied did that to a stream that
+// started while the outbox was empty (CI, the embedded step).
+func TestXInfoEntriesAddedNeverAheadOfTheStream(t *testing.T) {
+	r, err := embedded.StartRedis(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	const key = "{p}:outbox"
+	script := redis.NewScript(`return redis.call('XADD', KEYS[1], '*', 'event', ARGV[1])`)
+	writers := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+			defer c.Close()
+			for i := 0; ctx.Err() == nil; i++ {
+				var err error
+				if (w+i)%2 == 0 {
+					err = c.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []string{"event", "{}"}}).Err()
+				} else {
+					err = script.Run(ctx, c, []string{key}, "{}").Err()
+				}
+				if err != nil && ctx.Err() == nil {
+					writers <- err
+					return
+				}
+			}
+			writers <- nil
+		}()
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	reads, ahead := 0, 0
+	for ctx.Err() == nil {
+		info, err := c.XInfoStream(ctx, key).Result()
+		if err != nil {
+			if ctx.Err() != nil || strings.Contains(err.Error(), "no such key") {
+				continue
+			}
+			t.Fatal(err)
+		}
+		reads++
+		if info.EntriesAdded != info.Length {
+			ahead++
+			if ahead <= 3 {
+				t.Errorf("XINFO STREAM: entries-added %d, length %d, nothing trimmed", info.EntriesAdded, info.Length)
+			}
+		}
+	}
+	for range 4 {
+		if err := <-writers; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads < 100 {
+		t.Errorf("only %d XINFO reads in 3 s", reads)
+	}
+	if ahead > 0 {
+		t.Errorf("%d of %d reads had entries-added off the length", ahead, reads)
 	}
 }

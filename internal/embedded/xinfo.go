@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
@@ -24,19 +25,48 @@ import (
 //     XADDs seen (an XADD that fails still counts: the error is on the
 //     side of "trimmed", a 410 rather than a silent gap), max-deleted-
 //     entry-id from the XDELs seen; DEL, UNLINK and the FLUSHes reset them.
+//     The hook runs each XADD itself, counted as in flight until it is
+//     applied, and XINFO STREAM reads the stream only when no XADD of it
+//     was in flight or counted meanwhile: counted before it was applied,
+//     an XADD made entries-added run ahead of the length, which the API
+//     took for a trim (a live stream ended with a 410).
 //
 // The hook answers XINFO STREAM itself, so it must not be sent inside
 // MULTI or from a Lua script (the pipeline does neither).
 type shim struct {
-	m     *miniredis.Miniredis
-	mu    sync.Mutex
-	added map[string]int64
-	maxDl map[string]string
-	inner sync.Map // *server.Peer of the shim's own calls: not hooked
+	m        *miniredis.Miniredis
+	mu       sync.Mutex
+	added    map[string]int64
+	inflight map[string]int
+	maxDl    map[string]string
+	inner    sync.Map // *server.Peer of the shim's own calls: not hooked
 }
 
 func newShim(m *miniredis.Miniredis) *shim {
-	return &shim{m: m, added: map[string]int64{}, maxDl: map[string]string{}}
+	return &shim{m: m, added: map[string]int64{}, inflight: map[string]int{}, maxDl: map[string]string{}}
+}
+
+// xadd counts an XADD of key and runs it (from a Lua script too: there
+// miniredis holds its lock already, and the command runs nested in it).
+func (s *shim) xadd(c *server.Peer, args []string) {
+	key := args[0]
+	s.mu.Lock()
+	s.added[key]++
+	s.inflight[key]++
+	s.mu.Unlock()
+	s.inner.Store(c, struct{}{})
+	s.m.Server().Dispatch(c, append([]string{"XADD"}, args...))
+	s.inner.Delete(c)
+	s.mu.Lock()
+	s.inflight[key]--
+	s.mu.Unlock()
+}
+
+// settled reads key's XADD count while none is in flight.
+func (s *shim) settled(key string) (added int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.added[key], s.inflight[key] == 0
 }
 
 func (s *shim) hook(c *server.Peer, cmd string, args ...string) bool {
@@ -51,9 +81,8 @@ func (s *shim) hook(c *server.Peer, cmd string, args ...string) bool {
 		}
 	case "XADD":
 		if len(args) > 0 {
-			s.mu.Lock()
-			s.added[args[0]]++
-			s.mu.Unlock()
+			s.xadd(c, args)
+			return true
 		}
 	case "XDEL":
 		if len(args) > 1 {
@@ -91,22 +120,37 @@ func (s *shim) hook(c *server.Peer, cmd string, args ...string) bool {
 // missing key or a wrong type), so that last-generated-id is never older
 // than the last entry reported.
 func (s *shim) xinfoStream(c *server.Peer, key string) {
-	entries, err := s.m.Stream(key)
-	if err != nil {
-		c.WriteError(err.Error())
-		return
-	}
-	var buf bytes.Buffer
-	w := bufio.NewWriter(&buf)
-	p := server.NewPeer(w)
-	s.inner.Store(p, struct{}{})
-	s.m.Server().Dispatch(p, []string{"XINFO", "STREAM", key})
-	s.inner.Delete(p)
-	_ = w.Flush()
-	reply, err := server.ParseReply(bufio.NewReader(&buf))
-	if err != nil {
-		c.WriteError(err.Error())
-		return
+	var (
+		entries []miniredis.StreamEntry
+		reply   interface{}
+		added   int64
+	)
+	// The stream and the count as of one moment: read again while an XADD
+	// of it was in flight or counted in between (for 1 s at most; then the
+	// last read, whose count can only be ahead: "trimmed", never a gap).
+	for start := time.Now(); ; time.Sleep(100 * time.Microsecond) {
+		before, settled := s.settled(key)
+		var err error
+		if entries, err = s.m.Stream(key); err != nil {
+			c.WriteError(err.Error())
+			return
+		}
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		p := server.NewPeer(w)
+		s.inner.Store(p, struct{}{})
+		s.m.Server().Dispatch(p, []string{"XINFO", "STREAM", key})
+		s.inner.Delete(p)
+		_ = w.Flush()
+		if reply, err = server.ParseReply(bufio.NewReader(&buf)); err != nil {
+			c.WriteError(err.Error())
+			return
+		}
+		after, settledAfter := s.settled(key)
+		added = after
+		if (settled && settledAfter && before == after) || time.Since(start) > time.Second {
+			break
+		}
 	}
 	fields, _ := reply.([]interface{})
 	lastGen := ""
@@ -119,8 +163,8 @@ func (s *shim) xinfoStream(c *server.Peer, key string) {
 		c.WriteError(fmt.Sprintf("ERR embedded XINFO STREAM %s: no last-generated-id in %v", key, reply))
 		return
 	}
+	added = max(added, int64(len(entries)))
 	s.mu.Lock()
-	added := max(s.added[key], int64(len(entries)))
 	maxDel, ok := s.maxDl[key]
 	s.mu.Unlock()
 	if !ok {

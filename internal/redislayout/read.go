@@ -99,9 +99,9 @@ const eventIDPrefix = `{"event_id":"`
 
 // EventIDOf returns the event_id member of an event's JSON: read in place
 // when it is the first member without escapes, as the alerter writes it,
-// else decoded; "" when the JSON has none (a reader then refuses the entry
-// as it refuses one without the field: the Kafka output names no event,
-// redrive stops).
+// else decoded; "" when the JSON has none, as an entry without the field
+// read before (only something other than the alerter writes such an
+// entry; redrive stops at it).
 func EventIDOf(event []byte) string {
 	if rest, ok := bytes.CutPrefix(event, []byte(eventIDPrefix)); ok {
 		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
