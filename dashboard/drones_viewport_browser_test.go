@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/nofly-dev/nofly/internal/testenv"
 )
 
@@ -32,6 +34,12 @@ func TestDashboardDronesByViewport(t *testing.T) {
 
 	b := openBrowser(t, s.alerter, "viewer")
 	b.signIn(s.viewer)
+	// The page frames the zones, then the drones, when it first sees them
+	// (on a loaded machine after a view set too early, which it then
+	// undid): the test moves the map only after both.
+	b.run("see the zones and the drones framed", chromedp.Poll[chromedp.Void](
+		`document.body.dataset.zonesPaintMs && document.body.dataset.clusters !== undefined`,
+		chromedp.WithPollingTimeout(30*time.Second)), chromedp.Sleep(800*time.Millisecond))
 	eval[bool](b, `nofly.view(50.3, 1.0, 6); true`)
 	// One evaluation reads the frame whole: the stream reopens when the
 	// view settles (a moveend), and its first frame redraws the clusters.
